@@ -1,0 +1,59 @@
+# Every target installs what it needs: a fresh clone runs `make verify` or `make test` and nothing else.
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+REF     := .cache/ref
+REFSTAMP:= $(REF)/.installed
+export DFLASH_REFERENCE_PATH := $(abspath $(REF))
+# Two cores: keep torch from oversubscribing them.
+export OMP_NUM_THREADS ?= 1
+
+.PHONY: install demo verify test lint unit bench fixtures audit sweep clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+# The upstream reference (PyPI dflash==0.1.0) is an oracle for tests and the benchmark. It is
+# installed beside, not into, the venv so its `dflash` console script cannot shadow ours.
+$(REFSTAMP): $(STAMP)
+	$(BIN)/pip install -q --no-deps --target $(REF) dflash==0.1.0
+	rm -rf $(REF)/bin
+	touch $@
+
+install: $(STAMP) $(REFSTAMP)
+
+demo: install
+	$(BIN)/dflash generate --target runner/fixtures/stride-dflash/target --draft runner/fixtures/stride-dflash/draft \
+		--prompt-ids "3 6 9 12 15 18 21" --max-tokens 32 --compare-plain
+
+verify: install
+	$(BIN)/dflash verify
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+unit: install
+	$(BIN)/pytest
+
+test: lint unit
+
+bench: install
+	$(BIN)/python -m benchmarks.bench
+
+fixtures: install
+	$(BIN)/dflash fixtures build
+
+audit: install
+	$(BIN)/dflash fixtures audit
+
+sweep: install
+	$(BIN)/dflash sweep
+
+clean:
+	rm -rf $(VENV) .cache mutants .dflash-cache

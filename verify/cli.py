@@ -1,0 +1,13 @@
+"""The `dflash` command line: one typer app; each command parses, calls one library function, renders.
+
+Command groups live in their own modules and are joined here with `add_typer`.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from verify.generate_cmd import generate
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+app.command()(generate)
