@@ -1,0 +1,1 @@
+"""A toy package whose gates and mutations exercise every verdict of the engine."""
