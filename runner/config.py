@@ -1,0 +1,268 @@
+"""Model configs: the Qwen3 target and the DFlash/DFlash2 draft, read from and written to HF `config.json` dicts.
+
+A leaf module: frozen records validated on construction. It knows nothing of tensors or weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from runner.errors import CheckpointError, UnsupportedConfigError
+
+DRAFT_KINDS = ("dflash", "dflash2")
+LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
+def _rope_theta(raw: dict[str, Any]) -> float:
+    # transformers 5 nests rope settings in `rope_parameters`; older files keep `rope_theta` at top level.
+    params = raw.get("rope_parameters") or raw.get("rope_scaling") or {}
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    if rope_type != "default":
+        raise UnsupportedConfigError(f"rope_type {rope_type!r} is not supported (only 'default')")
+    return float(params.get("rope_theta", raw.get("rope_theta", 10000.0)))
+
+
+def _require(raw: dict[str, Any], key: str, where: str) -> Any:
+    if key not in raw:
+        raise CheckpointError(f"{where}: config.json lacks required key {key!r}")
+    return raw[key]
+
+
+@dataclass(frozen=True, slots=True)
+class TargetConfig:
+    """A Qwen3 dense decoder."""
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    max_position_embeddings: int = 4096
+    tie_word_embeddings: bool = False
+    attention_bias: bool = False
+    eos_token_id: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "head_dim",
+            "max_position_embeddings",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise CheckpointError(f"config field {name} must be a positive integer, got {value!r}")
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise CheckpointError(
+                f"num_attention_heads ({self.num_attention_heads}) is not a multiple of "
+                f"num_key_value_heads ({self.num_key_value_heads})"
+            )
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], where: str = "target") -> TargetConfig:
+        if raw.get("use_sliding_window"):
+            raise UnsupportedConfigError(f"{where}: sliding-window targets are not supported")
+        act = raw.get("hidden_act", "silu")
+        if act != "silu":
+            raise UnsupportedConfigError(f"{where}: hidden_act {act!r} is not supported (only 'silu')")
+        heads = int(_require(raw, "num_attention_heads", where))
+        hidden = int(_require(raw, "hidden_size", where))
+        eos = raw.get("eos_token_id")
+        return cls(
+            vocab_size=int(_require(raw, "vocab_size", where)),
+            hidden_size=hidden,
+            intermediate_size=int(_require(raw, "intermediate_size", where)),
+            num_hidden_layers=int(_require(raw, "num_hidden_layers", where)),
+            num_attention_heads=heads,
+            num_key_value_heads=int(raw.get("num_key_value_heads") or heads),
+            head_dim=int(raw.get("head_dim") or hidden // heads),
+            rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
+            rope_theta=_rope_theta(raw),
+            max_position_embeddings=int(raw.get("max_position_embeddings", 4096)),
+            tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
+            attention_bias=bool(raw.get("attention_bias", False)),
+            eos_token_id=eos[0] if isinstance(eos, list) and eos else eos,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The HF `config.json` of a Qwen3ForCausalLM with these settings."""
+        return {
+            "architectures": ["Qwen3ForCausalLM"],
+            "model_type": "qwen3",
+            "vocab_size": self.vocab_size,
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "num_hidden_layers": self.num_hidden_layers,
+            "num_attention_heads": self.num_attention_heads,
+            "num_key_value_heads": self.num_key_value_heads,
+            "head_dim": self.head_dim,
+            "hidden_act": "silu",
+            "rms_norm_eps": self.rms_norm_eps,
+            "rope_theta": self.rope_theta,
+            "rope_parameters": {"rope_theta": self.rope_theta, "rope_type": "default"},
+            "max_position_embeddings": self.max_position_embeddings,
+            "tie_word_embeddings": self.tie_word_embeddings,
+            "attention_bias": self.attention_bias,
+            "attention_dropout": 0.0,
+            "use_sliding_window": False,
+            "eos_token_id": self.eos_token_id,
+            "torch_dtype": "float32",
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class DraftConfig:
+    """A DFlash (or DFlash2) block drafter: Qwen3-style layers fed by tapped target hidden states."""
+
+    target: TargetConfig  # the draft's own layer shapes (hidden, heads, mlp) in Qwen3 form
+    num_target_layers: int
+    block_size: int
+    mask_token_id: int
+    target_layer_ids: tuple[int, ...]
+    layer_types: tuple[str, ...]
+    is_causal: bool | None = None
+    sliding_window: int | None = None
+    input_embedding_scale: float = 1.0
+    output_multiplier: float = 1.0
+    final_logit_softcapping: float | None = None
+    kind: str = "dflash"
+    # DFlash2 only.
+    conv_kernel_size: int = 0
+    conv_group_size: int = 0
+    selector_rank: int = 0
+    selector_top_k: int = 0
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.block_size < 1:
+            raise CheckpointError(f"draft block_size must be >= 1, got {self.block_size}")
+        if not self.target_layer_ids:
+            raise CheckpointError("draft target_layer_ids is empty")
+        if len(self.layer_types) != self.target.num_hidden_layers:
+            raise CheckpointError(
+                f"draft layer_types has {len(self.layer_types)} entries for {self.target.num_hidden_layers} layers"
+            )
+        bad = [t for t in self.layer_types if t not in LAYER_TYPES]
+        if bad:
+            raise UnsupportedConfigError(f"draft layer type(s) {bad} not supported")
+        if self.kind not in DRAFT_KINDS:
+            raise UnsupportedConfigError(f"draft kind {self.kind!r} not in {DRAFT_KINDS}")
+        if not 0 <= self.mask_token_id < self.target.vocab_size:
+            raise CheckpointError(f"mask_token_id {self.mask_token_id} is outside the vocab")
+        if self.kind == "dflash2":
+            for name in ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k"):
+                if getattr(self, name) <= 0:
+                    raise CheckpointError(f"a DFlash2 draft needs a positive {name}")
+            if self.target.hidden_size % self.conv_group_size:
+                raise CheckpointError("conv_group_size must divide hidden_size")
+
+    def layer_is_causal(self, layer_idx: int) -> bool:
+        """The reference's rule: an explicit `is_causal` wins; else sliding layers are causal, full ones not."""
+        if self.is_causal is not None:
+            return self.is_causal
+        return self.layer_types[layer_idx] == "sliding_attention"
+
+    def layer_window(self, layer_idx: int) -> int | None:
+        return self.sliding_window if self.layer_types[layer_idx] == "sliding_attention" else None
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], where: str = "draft") -> DraftConfig:
+        shapes = TargetConfig.from_dict({**raw, "use_sliding_window": False}, where)
+        dflash = raw.get("dflash_config") or {}
+
+        def value(name: str, default: Any = None) -> Any:
+            # Same lookup order as the reference: dflash_config first, then the top level.
+            return dflash.get(name, raw.get(name, default))
+
+        num_target_layers = raw.get("num_target_layers")
+        if num_target_layers is None:
+            raise CheckpointError(f"{where}: config.json lacks 'num_target_layers' (not a DFlash draft?)")
+        mask_token_id = value("mask_token_id")
+        if mask_token_id is None:
+            raise CheckpointError(f"{where}: dflash_config lacks 'mask_token_id'")
+        layer_ids = value("target_layer_ids")
+        if layer_ids is None:
+            layer_ids = default_target_layer_ids(int(num_target_layers), shapes.num_hidden_layers)
+        layer_types = raw.get("layer_types")
+        if not layer_types:
+            sliding = bool(raw.get("use_sliding_window"))
+            max_window = raw.get("max_window_layers", shapes.num_hidden_layers)
+            layer_types = [
+                "sliding_attention" if sliding and i >= max_window else "full_attention"
+                for i in range(shapes.num_hidden_layers)
+            ]
+        softcap = value("final_logit_softcapping")
+        is_dflash2 = value("conv_kernel_size") is not None or "DFlash2" in str(raw.get("architectures"))
+        return cls(
+            target=shapes,
+            num_target_layers=int(num_target_layers),
+            block_size=int(value("block_size", 16)),
+            mask_token_id=int(mask_token_id),
+            target_layer_ids=tuple(int(i) for i in layer_ids),
+            layer_types=tuple(layer_types),
+            is_causal=raw.get("is_causal"),
+            sliding_window=raw.get("sliding_window"),
+            input_embedding_scale=float(value("input_embedding_scale", 1.0)),
+            output_multiplier=float(value("output_multiplier", 1.0)),
+            final_logit_softcapping=None if softcap is None else float(softcap),
+            kind="dflash2" if is_dflash2 else "dflash",
+            conv_kernel_size=int(value("conv_kernel_size", 0) or 0),
+            conv_group_size=int(value("conv_group_size", 0) or 0),
+            selector_rank=int(value("selector_rank", 0) or 0),
+            selector_top_k=int(value("selector_top_k", 0) or 0),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The upstream DFlash `config.json`: Qwen3 fields plus `num_target_layers` and `dflash_config`."""
+        out = self.target.to_dict()
+        arch = "DFlash2DraftModel" if self.kind == "dflash2" else "DFlashDraftModel"
+        dflash: dict[str, Any] = {
+            "block_size": self.block_size,
+            "mask_token_id": self.mask_token_id,
+            "target_layer_ids": list(self.target_layer_ids),
+        }
+        for name in ("input_embedding_scale", "output_multiplier"):
+            if getattr(self, name) != 1.0:
+                dflash[name] = getattr(self, name)
+        if self.final_logit_softcapping is not None:
+            dflash["final_logit_softcapping"] = self.final_logit_softcapping
+        if self.kind == "dflash2":
+            for name in ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k"):
+                dflash[name] = getattr(self, name)
+        out.update(
+            architectures=[arch],
+            num_target_layers=self.num_target_layers,
+            dflash_config=dflash,
+            layer_types=list(self.layer_types),
+        )
+        if self.is_causal is not None:
+            out["is_causal"] = self.is_causal
+        if self.sliding_window is not None:
+            out["sliding_window"] = self.sliding_window
+        out.pop("eos_token_id", None)
+        return out
+
+
+def default_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> tuple[int, ...]:
+    """Evenly spaced taps between layer 1 and layer L-3 (the reference's default when none is given)."""
+    if num_draft_layers == 1:
+        return (num_target_layers // 2,)
+    start, end = 1, num_target_layers - 3
+    span = end - start
+    return tuple(round(start + i * span / (num_draft_layers - 1)) for i in range(num_draft_layers))
+
+
+def replace_config(cfg: Any, **changes: Any) -> Any:
+    """dataclasses.replace for slotted frozen records (kept here so callers need not know the field set)."""
+    values = {f.name: getattr(cfg, f.name) for f in fields(cfg)}
+    values.update(changes)
+    return type(cfg)(**values)

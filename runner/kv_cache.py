@@ -1,0 +1,42 @@
+"""Paged K/V storage: one flat slot array per layer, addressed through per-row block tables.
+
+slot = block_table[row, position // page_size] * page_size + position % page_size. The store knows slots and
+tensors; which request owns which pages is the block manager's and the batch's business.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class PagedKVCache:
+    def __init__(
+        self,
+        num_layers: int,
+        num_pages: int,
+        page_size: int,
+        num_kv_heads: int,
+        head_dim: int,
+        dtype: torch.dtype,
+        device: torch.device,
+    ) -> None:
+        self.page_size = page_size
+        self.num_pages = num_pages
+        shape = (num_layers, num_pages * page_size, num_kv_heads, head_dim)
+        # [num_layers, num_slots, num_kv_heads, head_dim]
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+
+    def slots(self, block_table: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """block_table: [R, max_pages]; positions: [R, S] -> slot ids [R, S]."""
+        pages = block_table.gather(1, positions // self.page_size)
+        return pages * self.page_size + positions % self.page_size
+
+    def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, slot_mapping: torch.Tensor) -> None:
+        """k, v: [N, num_kv_heads, head_dim] written at slot_mapping: [N]."""
+        self.k[layer].index_copy_(0, slot_mapping, k.to(self.k.dtype))
+        self.v[layer].index_copy_(0, slot_mapping, v.to(self.v.dtype))
+
+    def read(self, layer: int, slot_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """slot_ids: [R, S] -> k, v: [R, S, num_kv_heads, head_dim]."""
+        return self.k[layer][slot_ids], self.v[layer][slot_ids]
