@@ -49,9 +49,7 @@ def read_weights(folder: str | Path) -> dict[str, torch.Tensor]:
         except (OSError, KeyError, TypeError, json.JSONDecodeError) as exc:
             raise CheckpointError(f"{path / INDEX_NAME}: malformed index ({exc})") from exc
     else:
-        raise CheckpointError(
-            f"{path}: no {WEIGHTS_NAME} or {INDEX_NAME} (pickle checkpoints are not loaded)"
-        )
+        raise CheckpointError(f"{path}: no {WEIGHTS_NAME} or {INDEX_NAME} (pickle checkpoints are not loaded)")
     weights: dict[str, torch.Tensor] = {}
     for file in files:
         try:
@@ -77,11 +75,7 @@ def check_weights(weights: dict[str, torch.Tensor], expected: dict[str, tuple[in
         raise CheckpointError(f"{where}: missing weights {missing[:5]}{' ...' if len(missing) > 5 else ''}")
     unexpected = sorted(set(weights) - set(expected))
     if unexpected:
-        raise CheckpointError(
-            f"{where}: unexpected weights {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}"
-        )
+        raise CheckpointError(f"{where}: unexpected weights {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}")
     for name, shape in expected.items():
         if tuple(weights[name].shape) != shape:
-            raise CheckpointError(
-                f"{where}: {name} has shape {tuple(weights[name].shape)}, config says {shape}"
-            )
+            raise CheckpointError(f"{where}: {name} has shape {tuple(weights[name].shape)}, config says {shape}")

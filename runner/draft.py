@@ -56,9 +56,7 @@ class DraftLayer(nn.Module):
             self.attention_conv = GroupedDynamicCausalConv(
                 shapes.hidden_size, cfg.conv_kernel_size, cfg.conv_group_size
             )
-            self.mlp_conv = GroupedDynamicCausalConv(
-                shapes.hidden_size, cfg.conv_kernel_size, cfg.conv_group_size
-            )
+            self.mlp_conv = GroupedDynamicCausalConv(shapes.hidden_size, cfg.conv_kernel_size, cfg.conv_group_size)
 
 
 class DFlashDraft(nn.Module):

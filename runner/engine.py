@@ -56,9 +56,7 @@ class GenerationOutput:
 
 
 class Engine:
-    def __init__(
-        self, target: Qwen3Target, draft: DFlashDraft | None = None, config: EngineConfig | None = None
-    ):
+    def __init__(self, target: Qwen3Target, draft: DFlashDraft | None = None, config: EngineConfig | None = None):
         self.config = config or EngineConfig()
         self.target = target
         self.draft = draft
@@ -97,9 +95,7 @@ class Engine:
             cfg.page_size,
             self.block_size,
         )
-        max_pages = min(
-            cfg.num_pages, pages_for(tcfg.max_position_embeddings + self.block_size, cfg.page_size)
-        )
+        max_pages = min(cfg.num_pages, pages_for(tcfg.max_position_embeddings + self.block_size, cfg.page_size))
         self.rows = BatchRows(cfg.max_num_seqs, max_pages, self.device)
         self.trace: Trace | None = Trace() if cfg.trace else None
         self.num_steps = 0
@@ -152,9 +148,7 @@ class Engine:
         generator = None
         if not params.is_greedy:
             generator = torch.Generator(device=self.device)
-            generator.manual_seed(
-                params.seed if params.seed is not None else int(torch.randint(2**62, ()).item())
-            )
+            generator.manual_seed(params.seed if params.seed is not None else int(torch.randint(2**62, ()).item()))
         request = Request(self._next_id, ids, params, generator=generator)
         self.scheduler.check_fits(request)
         return request
@@ -179,9 +173,7 @@ class Engine:
         if len(per_request) != len(prompts):
             raise InvalidRequestError("one SamplingParams per prompt, or a single one for all")
         if self.has_unfinished():
-            raise InvalidRequestError(
-                "generate() needs an idle engine; finish or abort running requests first"
-            )
+            raise InvalidRequestError("generate() needs an idle engine; finish or abort running requests first")
         if self.trace is not None:
             self.trace = Trace()
         for prompt, p in zip(prompts, per_request, strict=True):
@@ -239,9 +231,7 @@ class Engine:
         for i, r in enumerate(requests):
             ids[i, : r.num_prompt] = torch.tensor(r.prompt_ids)
         positions = torch.arange(width, device=self.device).expand(len(requests), width)
-        inputs = PagedInputs(
-            ids, positions, positions < lens[:, None], self.rows.target_block_table[rows], lens
-        )
+        inputs = PagedInputs(ids, positions, positions < lens[:, None], self.rows.target_block_table[rows], lens)
         logits, taps = self.target(inputs, self.target_cache, self.tap_layer_ids, logit_index=lens - 1)
         for i, (row, r) in enumerate(zip(rows, requests, strict=True)):
             r.start(self._first_token(r, logits[i, 0]))
@@ -284,9 +274,7 @@ class Engine:
             block[row, 0] = r.anchor
             if proposal.drafted[row]:
                 block[row, 1 : 1 + len(proposal.drafted[row])] = torch.tensor(proposal.drafted[row])
-        inputs = PagedInputs(
-            block, positions, valid, self.rows.target_block_table[:num_rows], committed + valid.sum(1)
-        )
+        inputs = PagedInputs(block, positions, valid, self.rows.target_block_table[:num_rows], committed + valid.sum(1))
         logits, taps = self.target(inputs, self.target_cache, self.tap_layer_ids)
         accepted = greedy_accept(block[:, 1:], logits.argmax(-1), [s - 1 for s in sizes])
         argmax = logits.argmax(-1).tolist()

@@ -81,9 +81,7 @@ def attention_mask(
     return visible
 
 
-def attend(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float
-) -> torch.Tensor:
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:
     """GQA attention. q: [R, T, H, D]; k, v: [R, S, KVH, D]; mask: [R, T, S] -> [R, T, H, D]."""
     groups = q.shape[2] // k.shape[2]
     if groups > 1:

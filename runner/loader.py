@@ -35,9 +35,7 @@ def load_target(folder: str | Path, device: torch.device, dtype: torch.dtype) ->
     return model.to(device=device, dtype=dtype).eval()
 
 
-def load_draft(
-    folder: str | Path, target: TargetConfig, device: torch.device, dtype: torch.dtype
-) -> DFlashDraft:
+def load_draft(folder: str | Path, target: TargetConfig, device: torch.device, dtype: torch.dtype) -> DFlashDraft:
     cfg = DraftConfig.from_dict(read_config(folder), where=str(folder))
     check_fit(cfg, target, str(folder))
     weights = DFlashDraft.rename_weights(read_weights(folder))

@@ -23,9 +23,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class Proposal:
     drafted: list[list[int]]  # per row: the block after the anchor
-    probs: list[
-        torch.Tensor | None
-    ]  # per row: q, [n, V] (or [n, k] over `indices` for DFlash2); None if greedy
+    probs: list[torch.Tensor | None]  # per row: q, [n, V] (or [n, k] over `indices` for DFlash2); None if greedy
     indices: list[torch.Tensor | None]  # per row: DFlash2 candidates [n, k]; None otherwise
 
     @classmethod
@@ -85,9 +83,7 @@ def propose(
     hidden = draft(inputs, engine.target.model.embed_tokens, engine.draft_store if paged else None)
     for row, r in enumerate(requests):
         if not paged:
-            rows.history[row] = torch.cat(
-                [h for h in (rows.history[row], rows.pending[row]) if h is not None]
-            )
+            rows.history[row] = torch.cat([h for h in (rows.history[row], rows.pending[row]) if h is not None])
         rows.store_lens[row] = r.num_committed
         rows.pending[row] = rows.pending_positions[row] = None
     hidden = hidden[:, 1:]

@@ -40,9 +40,7 @@ class SamplingParams:
         return self.temperature == 0
 
 
-def sampling_probs(
-    logits: torch.Tensor, temperature: float, top_p: float = 1.0, top_k: int = 0
-) -> torch.Tensor:
+def sampling_probs(logits: torch.Tensor, temperature: float, top_p: float = 1.0, top_k: int = 0) -> torch.Tensor:
     """The distribution a sampled request draws from: softmax(logits / T), then top-k, then top-p. [..., V]."""
     scores = logits.float() / temperature
     vocab = scores.shape[-1]

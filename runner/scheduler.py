@@ -42,9 +42,7 @@ class Scheduler:
                 f"the cache has {self.target_pool.num_pages} pages of {self.page_size}"
             )
         if self.draft_pool is not None and need > self.draft_pool.num_pages:
-            raise CacheCapacityError(
-                f"request needs {need} draft-store pages; there are {self.draft_pool.num_pages}"
-            )
+            raise CacheCapacityError(f"request needs {need} draft-store pages; there are {self.draft_pool.num_pages}")
 
     def add(self, request: Request) -> None:
         self.check_fits(request)
