@@ -31,13 +31,12 @@ import pytest
 
 from verify import coverage_map
 from verify.apply import MutantFinder
-from verify.project import ProjectConfig
+from verify.project import ProjectConfig, project_files
 from verify.recorder import Recorder
 from verify.result import GateOutcome, Outcome
 
 __all__ = ["Executor", "Job", "JobResult"]
 
-_ROOT_FILES = ("pyproject.toml", "setup.cfg", "pytest.ini", "tox.ini", "conftest.py")
 _POLL_S = 0.01
 
 
@@ -65,23 +64,9 @@ class JobResult:
 
 
 def _copy_private(config: ProjectConfig, dest: Path) -> None:
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
-    for rel in (*config.source_roots, *config.gates):
-        src, dst = config.root / rel, dest / rel
-        if src.is_dir():
-            shutil.copytree(src, dst, ignore=ignore, dirs_exist_ok=True)
-        else:
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst)
-        # Package markers and conftest files above a gate decide how pytest names and imports it.
-        for parent in Path(rel).parents:
-            for marker in ("__init__.py", "conftest.py"):
-                if (config.root / parent / marker).is_file():
-                    (dest / parent).mkdir(parents=True, exist_ok=True)
-                    shutil.copy2(config.root / parent / marker, dest / parent / marker)
-    for name in _ROOT_FILES:
-        if (config.root / name).is_file():
-            shutil.copy2(config.root / name, dest / name)
+    for rel in project_files(config):
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(config.root / rel, dest / rel)
 
 
 class Executor:
@@ -126,9 +111,7 @@ class Executor:
             return [done[j.key] for j in jobs if j.key in done], True
         return [done[j.key] for j in jobs], False
 
-    def _reap(
-        self, running: dict[int, tuple[Job, float]], done: dict[str, JobResult], on_done: Any
-    ) -> bool:
+    def _reap(self, running: dict[int, tuple[Job, float]], done: dict[str, JobResult], on_done: Any) -> bool:
         reaped = False
         for pid, (job, started) in list(running.items()):
             finished, status = os.waitpid(pid, os.WNOHANG)
@@ -221,16 +204,21 @@ class Executor:
             name = signal.Signals(-exit_code).name
             return JobResult(job.key, "crashed", elapsed, reason=f"killed by {name}")
         if exit_code != 0 or not result_path.is_file():
-            tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.is_file() else []
+            tail = (
+                log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.is_file() else []
+            )
             detail = f": {tail[0][:200]}" if tail else ""
             return JobResult(job.key, "crashed", elapsed, reason=f"exited with code {exit_code}{detail}")
         data = json.loads(result_path.read_text())
         outcomes = [
-            GateOutcome(o["gate_id"], Outcome(o["outcome"]), o["duration_s"], o["exc_type"]) for o in data["outcomes"]
+            GateOutcome(o["gate_id"], Outcome(o["outcome"]), o["duration_s"], o["exc_type"])
+            for o in data["outcomes"]
         ]
         seen = {o.gate_id for o in outcomes}
         # A gate asked for but never reported did not run: its module failed to import, which is red.
-        outcomes += [GateOutcome(g, Outcome.ERROR, 0.0, "NotCollected") for g in job.gate_ids if g not in seen]
+        outcomes += [
+            GateOutcome(g, Outcome.ERROR, 0.0, "NotCollected") for g in job.gate_ids if g not in seen
+        ]
         return JobResult(
             job.key,
             "done",

@@ -31,7 +31,9 @@ class Recorder:
     def outcomes(self, marked: set[str] | None = None) -> tuple[GateOutcome, ...]:
         """Outcomes in run order, restricted to `marked` gate ids when given."""
         return tuple(
-            GateOutcome(gate_id, outcome, round(self._duration.get(gate_id, 0.0), 6), self._exc_type.get(gate_id, ""))
+            GateOutcome(
+                gate_id, outcome, round(self._duration.get(gate_id, 0.0), 6), self._exc_type.get(gate_id, "")
+            )
             for gate_id, outcome in self._outcome.items()
             if marked is None or gate_id in marked
         )

@@ -9,8 +9,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
-__all__ = ["Baseline", "GateOutcome", "MutationResult", "Outcome", "RunReport", "Status"]
+__all__ = [
+    "Baseline",
+    "GateOutcome",
+    "MutationResult",
+    "Outcome",
+    "RunReport",
+    "Status",
+    "baseline_from_dict",
+    "matches_gate",
+    "result_from_dict",
+]
 
 
 class Status(StrEnum):
@@ -146,3 +157,29 @@ class RunReport:
         if self.interrupted:
             reasons.append("interrupted before every mutation ran")
         return tuple(reasons)
+
+
+def result_from_dict(data: dict[str, Any]) -> MutationResult:
+    """The inverse of `dataclasses.asdict` for a MutationResult (cache entries, shard reports)."""
+    outcomes = tuple(
+        GateOutcome(o["gate_id"], Outcome(o["outcome"]), float(o["duration_s"]), o.get("exc_type", ""))
+        for o in data.get("outcomes", ())
+    )
+    return MutationResult(
+        name=data["name"],
+        status=Status(data["status"]),
+        killed_by=tuple(data.get("killed_by", ())),
+        ran=tuple(data.get("ran", ())),
+        duration_s=float(data.get("duration_s", 0.0)),
+        reason=data.get("reason", ""),
+        outcomes=outcomes,
+        cached=bool(data.get("cached", False)),
+    )
+
+
+def baseline_from_dict(data: dict[str, Any]) -> Baseline:
+    gates = tuple(
+        GateOutcome(g["gate_id"], Outcome(g["outcome"]), float(g["duration_s"]), g.get("exc_type", ""))
+        for g in data["gates"]
+    )
+    return Baseline(data["status"], gates)
