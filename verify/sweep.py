@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verify import equivalents, sweep_mutmut, sweep_source
+from verify import cache, equivalents, sweep_mutmut, sweep_source
 from verify.sweep_result import SweepOutcome, SweepProgress, SweepResult
 
 DEFAULT_PATHS = ("runner",)
@@ -97,13 +97,9 @@ def _changed_files(root: Path, rev: str) -> set[str]:
     if rev.startswith("-"):
         raise SweepInputError(f"unknown revision {rev!r}")
     try:
-        _git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
-    except SweepInputError:
-        raise SweepInputError(f"unknown revision {rev!r}") from None
-    changed = _git(root, "diff", "--name-only", rev, "--") + _git(
-        root, "ls-files", "--others", "--exclude-standard"
-    )
-    return {line for line in changed.splitlines() if line}
+        return cache.changed_files(root, rev)
+    except cache.ChangedSinceError as error:
+        raise SweepInputError(f"--changed-since: {error}") from None
 
 
 def copy_project(root: Path, dest: Path) -> None:

@@ -14,8 +14,8 @@ class MutantStatus(StrEnum):
     KILLED = "killed"  # a gate went red
     SURVIVED = "survived"  # every gate that covers the function stayed green
     NO_TESTS = "no_tests"  # no selected gate calls the function, so nothing could kill it
-    TIMEOUT = "timeout"  # the gates ran past mutmut's time limit: counted as caught
-    CRASHED = "crashed"  # the test process died on a signal: counted as caught
+    TIMEOUT = "timeout"  # the gates ran past mutmut's CPU-time limit
+    CRASHED = "crashed"  # the test process died on a signal
     SUSPICIOUS = "suspicious"  # an exit code mutmut cannot classify
     SKIPPED = "skipped"
     TYPE_CHECKED = "type_checked"  # rejected by a type checker before any gate ran
@@ -23,11 +23,18 @@ class MutantStatus(StrEnum):
     IGNORED = "ignored"  # survived, but marked equivalent in the equivalents file
 
 
-CAUGHT = frozenset(
-    {MutantStatus.KILLED, MutantStatus.TIMEOUT, MutantStatus.CRASHED, MutantStatus.TYPE_CHECKED}
+# As in `dflash verify`: only a red gate is a catch; a hang or a dead process is not a gate checking
+# anything. Mutants rejected before any gate ran (type check, skipped) or excused are not scored.
+SCORED = frozenset(
+    {
+        MutantStatus.KILLED,
+        MutantStatus.SURVIVED,
+        MutantStatus.NO_TESTS,
+        MutantStatus.TIMEOUT,
+        MutantStatus.CRASHED,
+        MutantStatus.SUSPICIOUS,
+    }
 )
-# The mutants a score is taken over: decided ones that are not excused as equivalent.
-SCORED = CAUGHT | {MutantStatus.SURVIVED, MutantStatus.NO_TESTS, MutantStatus.SUSPICIOUS}
 
 
 class SweepOutcome(StrEnum):
@@ -58,7 +65,7 @@ class SweepMutant:
 
     @property
     def is_caught(self) -> bool:
-        return self.status in CAUGHT
+        return self.status == MutantStatus.KILLED
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,10 +119,10 @@ class SweepResult:
 
     @property
     def score(self) -> float:
-        """Percent of scored mutants a gate caught; 100 when nothing was scored (see `num_scored`)."""
+        """killed / scored mutants, in [0, 1] like `dflash verify`'s; 1.0 when nothing was scored."""
         if not self.num_scored:
-            return 100.0
-        return 100.0 * sum(1 for mutant in self.mutants if mutant.is_caught) / self.num_scored
+            return 1.0
+        return self.count(MutantStatus.KILLED) / self.num_scored
 
     @property
     def mutants_per_s(self) -> float:
