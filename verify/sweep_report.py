@@ -7,8 +7,10 @@ Reads the runner source only to place catalog anchors; knows nothing of mutmut o
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
+import os
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -22,6 +24,13 @@ from verify.mutation import Mutation
 from verify.sweep_result import DecoratedFunction, MutantStatus, SweepMutant, SweepOutcome, SweepResult
 
 SCHEMA = "dflash-verify/1"
+
+
+def default_state_path(root: Path) -> Path:
+    """Where a sweep keeps its last JSON for `promote`: the user's cache, so the project is never written."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    digest = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:12]
+    return cache / "dflash" / f"sweep-{digest}.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,9 +96,28 @@ def summarise(result: SweepResult, catalog: Mapping[str, Mutation]) -> tuple[Mod
     return tuple(summaries)
 
 
-def to_json(result: SweepResult, catalog: Mapping[str, Mutation]) -> dict[str, Any]:
+def _skeleton(result: SweepResult) -> dict[str, Any]:
+    """A `dflash verify` report with no catalog run: every key its readers expect, empty."""
+    return {
+        "schema": SCHEMA,
+        "shard": "",
+        "interrupted": result.outcome == SweepOutcome.INTERRUPTED,
+        "baseline": {"status": "green", "gates": []},
+        "mutations": [],
+        "gates": [],
+        "score": result.score,
+        "required": [],
+        "pins": [],
+    }
+
+
+def to_json(
+    result: SweepResult, catalog: Mapping[str, Mutation], verify_report: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The `dflash verify` JSON (`verify_report`'s catalog verdicts when given) plus `catalog` and `sweep`."""
     modules = summarise(result, catalog)
-    counts = Counter(str(mutant.status) for mutant in result.mutants)
+    registered = registered_functions(Path(result.root), catalog)
+    where = {name: f"{file}:{function}" for (file, function), names in registered.items() for name in names}
     functions = [
         {
             "module": f.module,
@@ -103,12 +131,15 @@ def to_json(result: SweepResult, catalog: Mapping[str, Mutation]) -> dict[str, A
     ]
     sweep = asdict(result) | {
         "score": result.score,
-        "counts": dict(sorted(counts.items())),
+        "counts": dict(sorted(Counter(str(mutant.status) for mutant in result.mutants).items())),
         "num_decorated": len(result.decorated),
         "mutants_per_s": result.mutants_per_s,
         "functions": functions,
     }
-    return {"schema": SCHEMA, "catalog": [asdict(mutation) for _, mutation in sorted(catalog.items())], "sweep": sweep}
+    data = dict(verify_report) if verify_report is not None else _skeleton(result)
+    data["catalog"] = [asdict(m) | {"function": where.get(name, "")} for name, m in sorted(catalog.items())]
+    data["sweep"] = sweep
+    return data
 
 
 def result_from_json(data: Mapping[str, Any]) -> SweepResult:
@@ -135,9 +166,14 @@ def result_from_json(data: Mapping[str, Any]) -> SweepResult:
     )
 
 
-def write_json(path: Path, result: SweepResult, catalog: Mapping[str, Mutation]) -> None:
+def write_json(
+    path: Path,
+    result: SweepResult,
+    catalog: Mapping[str, Mutation],
+    verify_report: Mapping[str, Any] | None = None,
+) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(to_json(result, catalog), indent=2) + "\n", "utf-8")
+    path.write_text(json.dumps(to_json(result, catalog, verify_report), indent=2) + "\n", "utf-8")
 
 
 _JUNIT_FAILURES = {
