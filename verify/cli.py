@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import typer
 
+from verify.cli_verify import mutations_app, verify_app
 from verify.generate_cmd import generate
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 app.command()(generate)
+app.add_typer(verify_app, name="verify")
+app.add_typer(mutations_app, name="mutations")
