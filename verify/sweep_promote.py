@@ -7,6 +7,7 @@ module. Knows nothing of mutmut or of how the survivor was found; checks the anc
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -38,7 +39,7 @@ def to_mutation(mutant: SweepMutant, name: str) -> Mutation:
     try:
         return Mutation(
             name=name,
-            bug_class=f"TODO: the bug class, and where such a bug was seen (swept as {mutant.key})",
+            bug_class="TODO: the bug class, and where such a bug was seen",
             file=mutant.module,
             anchor=mutant.anchor,
             replacement=mutant.replacement,
@@ -57,10 +58,11 @@ def catalog_file(root: Path, catalog_module: str, mutant: SweepMutant) -> Path:
     return base / f"{stem}.py"
 
 
-def render(mutation: Mutation) -> str:
+def render(mutation: Mutation, key: str) -> str:
     fields = ("name", "bug_class", "file", "anchor", "replacement")
-    body = "".join(f"        {field}={getattr(mutation, field)!r},\n" for field in fields)
-    return f"register(\n    Mutation(\n{body}    )\n)\n"
+    # JSON string literals are valid Python ones, double-quoted as ruff format writes them.
+    body = "".join(f"        {field}={json.dumps(getattr(mutation, field), ensure_ascii=False)},\n" for field in fields)
+    return f"# Promoted from sweep survivor {key}.\nregister(\n    Mutation(\n{body}    )\n)\n"
 
 
 def promote(root: Path, mutant: SweepMutant, name: str, catalog: Mapping[str, Mutation], target: Path) -> Mutation:
@@ -84,5 +86,5 @@ def promote(root: Path, mutant: SweepMutant, name: str, catalog: Mapping[str, Mu
             "from verify.mutation import Mutation, register\n\n\n"
         )
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text + render(mutation), "utf-8")
+    target.write_text(text + render(mutation, mutant.key), "utf-8")
     return mutation

@@ -54,8 +54,9 @@ def _summary(result: SweepResult) -> str:
 def render_result(result: SweepResult, modules: tuple[ModuleSummary, ...], console: Console | None = None) -> None:
     console = console or Console()
     table = Table(title="Operator mutants by runner module", title_justify="left")
-    for column in ("module", "survived", "no tests", "killed", "ignored", "not checked", "decorated (skipped)"):
-        table.add_column(column, justify="left" if column == "module" else "right")
+    table.add_column("module", no_wrap=True)
+    for column in ("survived", "no tests", "killed", "ignored", "unchecked", "decorated"):
+        table.add_column(column, justify="right")
     for module in modules:
         table.add_row(
             module.module,
@@ -94,7 +95,7 @@ def render_result(result: SweepResult, modules: tuple[ModuleSummary, ...], conso
     num_decorated = len(result.decorated)
     if num_decorated:
         console.print(
-            f"[yellow]{num_decorated} decorated functions got no operator mutants "
+            f"[yellow]{num_decorated} decorated function{'s' if num_decorated > 1 else ''} got no operator mutants "
             "(mutmut 3 skips decorated functions, e.g. @torch.inference_mode())[/]"
         )
     if result.message and result.outcome != SweepOutcome.COMPLETE:
