@@ -14,7 +14,9 @@ register(
         "return a + b + 1",
         expect_killed_by=("tests/gates/test_arith.py::test_add",),
     ),
-    Mutation("add-type-error", "wrong operand type (killed by an exception)", ARITH, "return a + b", "return a + str(b)"),
+    Mutation(
+        "add-type-error", "wrong operand type (killed by an exception)", ARITH, "return a + b", "return a + str(b)"
+    ),
     Mutation("sub-swaps-operands", "operands swapped", ARITH, "return a - b", "return b - a"),
     Mutation("mul-adds", "wrong operator", ARITH, "return a * b", "return a + b"),
     Mutation("describe-label", "wrong label (only a vacuous gate reaches it)", TEXT, '"value"', '"valu"'),

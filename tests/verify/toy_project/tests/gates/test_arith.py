@@ -1,5 +1,4 @@
 import pytest
-
 from toy import arith, text
 
 
