@@ -1,0 +1,107 @@
+"""A real mutmut 3.8.1 sweep of the toy project: exact verdicts, reports, promotion, an untouched tree.
+
+`swept` (conftest) is one CLI sweep of a copy of the toy project, shared by the tests that read it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from verify.apply import Applied, apply_mutation
+from verify.cli_sweep import sweep_app
+from verify.project import load_config, load_mutations
+from verify.sweep import SweepConfig, run_sweep
+from verify.sweep_report import result_from_json
+from verify.sweep_result import DecoratedFunction, MutantStatus, SweepOutcome
+
+MODULE = "toyrunner/accept.py"
+SURVIVOR = "toyrunner.accept.x_bonus_len__mutmut_2"
+# What the toy's gates make of every operator mutant mutmut 3.8.1 generates for toyrunner/accept.py.
+EXPECTED = {
+    **{f"toyrunner.accept.x_num_accepted__mutmut_{n}": MutantStatus.KILLED for n in range(1, 7)},
+    "toyrunner.accept.x_bonus_len__mutmut_1": MutantStatus.KILLED,  # `- 1`: bonus_len(2) > 2 fails
+    SURVIVOR: MutantStatus.SURVIVED,  # `+ 2`: the gate only checks "> 2"
+    "toyrunner.accept.x_scale__mutmut_1": MutantStatus.IGNORED,  # `x / 1`, marked in equivalents.toml
+    "toyrunner.accept.x_scale__mutmut_2": MutantStatus.KILLED,  # `x * 2`
+    "toyrunner.accept.x_untested__mutmut_1": MutantStatus.NO_TESTS,
+    "toyrunner.accept.x_untested__mutmut_2": MutantStatus.NO_TESTS,
+}
+
+
+def _saved(swept):
+    return result_from_json(json.loads(swept.state.read_text()))
+
+
+def test_sweep_gives_exactly_the_known_verdicts(swept) -> None:
+    result = _saved(swept)
+    assert result.outcome is SweepOutcome.COMPLETE, result.message
+    assert {m.key: m.status for m in result.mutants} == EXPECTED
+    # The red gpu-marked gate was deselected, or mutmut's clean run would have failed (exit 3).
+    assert swept.exit_code == 1, swept.output  # a survivor is under the default --fail-under 1.0
+    assert result.decorated == (DecoratedFunction(MODULE, "cached", ("functools.cache",)),)
+    assert result.count(MutantStatus.KILLED) / result.num_scored == pytest.approx(result.score)
+
+
+def test_survivor_carries_its_diff_and_anchor(swept) -> None:
+    survivor = _saved(swept).find(SURVIVOR)
+    assert survivor is not None and survivor.function == "bonus_len" and survivor.line == 14
+    assert "-    return num_accepted + 1\n+    return num_accepted + 2" in survivor.diff
+    assert (survivor.anchor, survivor.replacement) == ("    return num_accepted + 1", "    return num_accepted + 2")
+    assert "bonus_len has 1 surviving operator mutant and no registered mutation" in swept.output
+    assert "untested: 2 mutants no gate reaches (no tests)" in swept.output
+
+
+def test_working_tree_is_byte_identical(swept) -> None:
+    assert swept.after == swept.before
+
+
+def test_reports_keep_the_verify_schema_with_a_sweep_section(swept) -> None:
+    data = json.loads((swept.reports / "sweep.json").read_text())
+    assert data["schema"] == "dflash-verify/1" and data["mutations"] == []
+    assert [(m["name"], m["function"]) for m in data["catalog"]] == [
+        ("accept-on-mismatch", "toyrunner/accept.py:num_accepted")
+    ]
+    functions = {f["function"]: f for f in data["sweep"]["functions"]}
+    assert functions["num_accepted"]["registered"] == ["accept-on-mismatch"]
+    assert functions["bonus_len"]["counts"] == {"killed": 1, "survived": 1}
+    assert data["sweep"]["num_decorated"] == 1
+    suites = ET.parse(swept.reports / "sweep.xml").getroot()
+    failures = {case.get("name"): case.find("failure") for case in suites.iter("testcase")}
+    assert failures[f"bonus_len {SURVIVOR}"].get("type") == "survived"
+    assert failures["num_accepted toyrunner.accept.x_num_accepted__mutmut_1"] is None
+    page = (swept.reports / "sweep.html").read_text()
+    assert "Survivors (1)" in page and "No tests (2)" in page and "Ignored as equivalent (1)" in page
+
+
+def test_promoted_survivor_is_a_mutation_the_verify_engine_applies(swept, toy: Path) -> None:
+    root = toy
+    args = ["promote", SURVIVOR, "bonus-off-by-one", "--root", str(root), "--state", str(swept.state)]
+    done = CliRunner().invoke(sweep_app, args)
+    assert done.exit_code == 0, done.output
+    catalog = load_mutations(load_config(root))
+    assert set(catalog) == {"accept-on-mismatch", "bonus-off-by-one"}
+    applied = apply_mutation(catalog["bonus-off-by-one"], root)
+    assert isinstance(applied, Applied)
+    # mutmut's own `apply` writes the same mutant into the kept private copy: the sources must agree.
+    mutmut = Path(sys.executable).with_name("mutmut")
+    subprocess.run([str(mutmut), "apply", SURVIVOR], cwd=swept.work, check=True, capture_output=True)
+    assert applied.mutated == (swept.work / MODULE).read_text()
+    again = CliRunner().invoke(sweep_app, args)
+    assert again.exit_code == 2 and "already registered" in again.output
+
+
+def test_budget_stops_cleanly_and_reports_what_was_reached(toy: Path, digest) -> None:
+    root = toy
+    before = digest(root)
+    result = run_sweep(SweepConfig(root=root, paths=("toyrunner",), jobs=1, budget_s=0.5))
+    assert result.outcome is SweepOutcome.BUDGET
+    assert "stopped (budget)" in result.message
+    assert all(m.status in (MutantStatus.NOT_CHECKED, *EXPECTED.values()) for m in result.mutants)
+    assert digest(root) == before

@@ -1,0 +1,1 @@
+"""A toy runner: a handful of functions with known operator mutants."""
