@@ -1,0 +1,168 @@
+"""`dflash verify` and `dflash mutations` through the CLI: exit codes, cache, shards, git selection."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from typer.testing import CliRunner
+
+from verify.cli_verify import mutations_app
+from verify.report import read_json
+from verify.result import Status
+
+KILLED_ONLY = ("--mutation", "add-off-by-one", "--mutation", "sub-swaps-operands")
+
+
+def test_exit_0_when_every_selected_mutation_is_killed(toy_run, cli) -> None:
+    result = cli("--project", str(toy_run.root), *KILLED_ONLY)
+    assert result.exit_code == 0, result.output
+    assert "score 1.000" in result.output
+
+
+def test_exit_1_when_the_score_is_under_fail_under(toy_run, cli) -> None:
+    result = cli("--project", str(toy_run.root), "-m", "add-off-by-one", "-m", "describe-label", "--fail-under", "0.9")
+    assert result.exit_code == 1, result.output
+    assert "under --fail-under" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--mutation", "no-such-mutation"), "unknown mutation: no-such-mutation"),
+        (("--shard", "3/2"), "need 1 <= K <= N"),
+        (("--shard", "two"), "must look like K/N"),
+        (("--fail-under", "2"), ""),
+        (("--no-such-option",), ""),
+    ],
+    ids=["unknown-mutation", "shard-out-of-range", "shard-malformed", "fail-under-range", "bad-option"],
+)
+def test_exit_2_on_usage_errors(toy_run, cli, args, message) -> None:
+    result = cli("--project", str(toy_run.root), *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("jobs", "-1", "jobs must be an integer >= 0"),
+        ("gates", '"tests/gates"', "gates must be a list"),
+        ("colour", "1", "unknown keys: colour"),
+        ("mutation_modules", '["no_such_catalog"]', "cannot import mutation module"),
+        ("source_roots", '["missing"]', "'missing' does not exist"),
+        ("timeout_factor", "0", "timeout_factor must be a positive number"),
+    ],
+    ids=lambda value: str(value).split()[0],
+)
+def test_exit_2_on_bad_config(toy_copy, cli, key, value, message) -> None:
+    root = toy_copy()
+    pyproject = root / "pyproject.toml"
+    lines = [line for line in pyproject.read_text().splitlines() if not line.startswith(f"{key} =")]
+    pyproject.write_text("\n".join(lines) + f"\n{key} = {value}\n")
+    result = cli("--project", str(root))
+    assert result.exit_code == 2, result.output
+    assert message in result.output.replace("\n", " ")
+
+
+def test_exit_3_on_a_red_baseline_naming_the_gate(toy_copy, cli) -> None:
+    root = toy_copy()
+    gates = root / "tests" / "gates" / "test_arith.py"
+    gates.write_text(gates.read_text().replace("== 12", "== 13"))
+    result = cli("--project", str(root), "--no-cache")
+    assert result.exit_code == 3, result.output
+    assert "test_mul is red on unmutated code" in result.output.replace("\n", "")
+
+
+def test_exit_3_on_a_flaky_gate(toy_copy, cli, tmp_path) -> None:
+    root = toy_copy()
+    marker = tmp_path / "ran-once"
+    (root / "tests" / "gates" / "test_flaky.py").write_text(
+        "import pathlib\n\nimport pytest\n\n\n@pytest.mark.gate\ndef test_flaky():\n"
+        f"    marker = pathlib.Path({str(marker)!r})\n"
+        "    first = not marker.exists()\n    marker.touch()\n    assert first\n"
+    )
+    result = cli("--project", str(root), "--no-cache", *KILLED_ONLY)
+    assert result.exit_code == 3, result.output
+    assert "test_flaky is flaky" in result.output.replace("\n", "")
+
+
+def test_cache_skips_unchanged_work_and_reruns_changed_work(toy_copy, cli, tmp_path) -> None:
+    root = toy_copy()
+    args = ("--project", str(root), "-m", "add-off-by-one", "-m", "describe-label", "--json")
+    first = cli(*args, str(tmp_path / "1.json"))
+    second = cli(*args, str(tmp_path / "2.json"))
+    catalog = root / "toy_mutations.py"
+    catalog.write_text(catalog.read_text().replace('"return a + b + 1"', '"return a + b + 2"'))
+    third = cli(*args, str(tmp_path / "3.json"))
+    assert first.exit_code == second.exit_code == third.exit_code == 1, third.output
+    cached = [{r.name: r.cached for r in read_json(tmp_path / f"{n}.json")[0].mutations} for n in (1, 2, 3)]
+    assert cached[0] == {"add-off-by-one": False, "describe-label": False}
+    assert cached[1] == {"add-off-by-one": True, "describe-label": True}
+    assert cached[2] == {"add-off-by-one": False, "describe-label": True}  # only the edited mutation re-ran
+
+
+def test_shards_add_up_to_the_full_run_and_merge_joins_them(toy_run, cli, tmp_path) -> None:
+    paths = []
+    for shard in ("1/3", "2/3", "3/3"):
+        path = tmp_path / f"shard-{shard[0]}.json"
+        result = cli("--project", str(toy_run.root), "--shard", shard, "--json", str(path))
+        assert result.exit_code in (0, 1), result.output
+        paths.append(path)
+    names = [[r.name for r in read_json(p)[0].mutations] for p in paths]
+    full = sorted(r.name for r in toy_run.report.mutations)
+    assert sorted(sum(names, [])) == full
+    assert names[0] == full[0::3] and names[1] == full[1::3] and names[2] == full[2::3]
+    merged = tmp_path / "merged.json"
+    result = cli("merge", *map(str, paths), "--json", str(merged))
+    assert result.exit_code == 1, result.output  # the toy has survivors, so the merged run fails like the full one
+    report, details = read_json(merged)
+    assert {r.name: r.status for r in report.mutations} == {r.name: r.status for r in toy_run.report.mutations}
+    assert report.score == toy_run.report.score and report.vacuous_gates == toy_run.report.vacuous_gates
+    assert "add-off-by-one" in details
+    overlap = cli("merge", str(paths[0]), str(paths[0]), "--json", str(tmp_path / "bad.json"))
+    assert overlap.exit_code == 2 and "more than one report" in overlap.output
+    data = json.loads(paths[1].read_text())
+    data["schema"] = "dflash-verify/0"
+    paths[1].write_text(json.dumps(data))
+    mismatch = cli("merge", *map(str, paths), "--json", str(tmp_path / "bad.json"))
+    assert mismatch.exit_code == 2 and "schema" in mismatch.output
+
+
+def test_changed_since_runs_only_mutations_whose_file_or_gates_changed(toy_copy, cli, tmp_path) -> None:
+    root = toy_copy()
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t", "-c", "commit.gpgsign=false"]
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    subprocess.run([*git, "add", "."], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-qm", "toy"], cwd=root, check=True)
+    text = root / "toy" / "text.py"
+    text.write_text(text.read_text() + "\n\nUNUSED = 1\n")
+    result = cli("--project", str(root), "--changed-since", "HEAD", "-m", "add-off-by-one", "-m", "describe-label",
+                 "--json", str(tmp_path / "r.json"))  # fmt: skip
+    statuses = {r.name: r.status for r in read_json(tmp_path / "r.json")[0].mutations}
+    assert statuses == {"add-off-by-one": Status.SKIPPED, "describe-label": Status.SURVIVED}, result.output
+    bad = cli("--project", str(root), "--changed-since", "no-such-rev")
+    assert bad.exit_code == 2 and "git cannot diff" in bad.output
+
+
+def test_all_gates_runs_every_gate(toy_run, cli, tmp_path) -> None:
+    result = cli(
+        "--project", str(toy_run.root), "--all-gates", "-m", "describe-label", "--json", str(tmp_path / "r.json")
+    )
+    [only] = read_json(tmp_path / "r.json")[0].mutations
+    assert only.ran == toy_run.report.baseline.gate_ids, result.output
+    assert only.status is Status.SURVIVED
+
+
+def test_mutations_list_and_show(toy_run) -> None:
+    runner = CliRunner()
+    listed = runner.invoke(mutations_app, ["list", "--project", str(toy_run.root)])
+    assert listed.exit_code == 0 and "sub-swaps-operands" in listed.output
+    shown = runner.invoke(mutations_app, ["show", "add-off-by-one", "--project", str(toy_run.root)])
+    assert shown.exit_code == 0, shown.output
+    assert "+    return a + b + 1" in shown.output and "off-by-one in a sum" in shown.output
+    stale = runner.invoke(mutations_app, ["show", "stale-twice", "--project", str(toy_run.root)])
+    assert "anchor matches 2 times" in stale.output
+    unknown = runner.invoke(mutations_app, ["show", "nope", "--project", str(toy_run.root)])
+    assert unknown.exit_code == 2
