@@ -1,0 +1,111 @@
+"""The mutation record and registry, and the derived facts of a run report."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from verify.mutation import Mutation, MutationError, all_mutations, get, mutation, register, reset_registry
+from verify.result import Baseline, GateOutcome, MutationResult, Outcome, RunReport, Status, result_from_dict
+
+GOOD = {"name": "draft-skips-mask", "bug_class": "mask dropped (seen in a draft)", "file": "runner/draft.py",
+        "anchor": "x = 1", "replacement": "x = 2"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("name", "Draft_Mask", "kebab-case"),
+        ("name", "", "kebab-case"),
+        ("bug_class", " ", "non-empty"),
+        ("bug_class", "one\ntwo", "one line"),
+        ("file", "/abs/runner.py", "relative posix path"),
+        ("file", "../runner.py", "relative posix path"),
+        ("file", "runner/draft.txt", "Python source file"),
+        ("anchor", "", "non-empty code"),
+        ("replacement", "x = 1", "changes nothing"),
+        ("expect_killed_by", ["tests/gates"], "tuple of non-empty gate ids"),
+    ],
+    ids=lambda value: str(value)[:20],
+)
+def test_malformed_mutation_is_refused(field, value, message) -> None:
+    with pytest.raises(MutationError, match=message):
+        Mutation(**{**GOOD, field: value})
+
+
+def test_register_and_decorator_fill_one_registry() -> None:
+    register(Mutation(**GOOD))
+
+    @mutation
+    def other() -> Mutation:
+        return Mutation(**{**GOOD, "name": "another-bug"})
+
+    assert list(all_mutations()) == ["another-bug", "draft-skips-mask"]
+    assert other().name == "another-bug"  # the decorator hands back the function
+    assert get("draft-skips-mask").anchor == "x = 1"
+    with pytest.raises(MutationError, match="registered twice"):
+        register(Mutation(**GOOD))
+    with pytest.raises(MutationError, match="unknown mutation"):
+        get("nope")
+    reset_registry()
+    assert all_mutations() == {}
+
+
+def test_decorator_refuses_a_function_not_returning_a_mutation() -> None:
+    with pytest.raises(MutationError, match="must return a Mutation"):
+        mutation(lambda: "not a mutation")
+
+
+def _report(*results: MutationResult, pins=(), required=None) -> RunReport:
+    gates = tuple(GateOutcome(g, Outcome.PASSED, 0.1) for g in ("t.py::a", "t.py::b"))
+    names = tuple(r.name for r in results)
+    return RunReport(Baseline("green", gates), results, names if required is None else required, pins)
+
+
+def _killed(name: str, *gates: str) -> MutationResult:
+    outcomes = tuple(GateOutcome(g, Outcome.ASSERTION, 0.1, "AssertionError") for g in gates)
+    return MutationResult(name, Status.KILLED, gates, gates, 0.5, "", outcomes)
+
+
+def test_score_counts_timeouts_and_crashes_but_not_stale_or_skipped() -> None:
+    report = _report(
+        _killed("k", "t.py::a"),
+        MutationResult("s", Status.SURVIVED),
+        MutationResult("t", Status.TIMEOUT),
+        MutationResult("c", Status.CRASHED),
+        MutationResult("st", Status.STALE),
+        MutationResult("sk", Status.SKIPPED),
+    )
+    assert report.score == pytest.approx(1 / 4)
+    assert _report().score == 1.0  # nothing run: nothing failed
+
+
+def test_vacuous_gates_and_kills() -> None:
+    report = _report(_killed("k", "t.py::a"))
+    assert report.gate_kills == {"t.py::a": 1, "t.py::b": 0}
+    assert report.vacuous_gates == ("t.py::b",)
+    assert _report(MutationResult("st", Status.STALE)).vacuous_gates == ()  # no mutant ran: nothing to judge
+
+
+def test_failures_name_survivors_stale_and_lost_pins() -> None:
+    report = _report(
+        _killed("k", "t.py::a"),
+        MutationResult("s", Status.SURVIVED),
+        MutationResult("st", Status.STALE, reason="anchor not found"),
+        pins=(("k", ("t.py::b",)), ("s", ("t.py",))),
+        required=("k", "st"),
+    )
+    assert report.lost_pins == (("k", "t.py::b"), ("s", "t.py"))
+    failures = report.failures()
+    assert "st: stale (anchor not found)" in failures
+    assert "k: pinned gate t.py::b no longer kills it" in failures
+    assert not any(f.startswith("s: survived") for f in failures)  # not required
+    assert _report(_killed("k", "t.py::a"), pins=(("k", ("t.py",)),)).failures() == ()  # a prefix pin
+
+
+def test_records_round_trip_through_plain_json() -> None:
+    result = _killed("k", "t.py::a")
+    text = json.dumps(dataclasses.asdict(result))  # no custom encoder: StrEnums are strings
+    assert result_from_dict(json.loads(text)) == result
