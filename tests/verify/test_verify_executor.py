@@ -1,0 +1,99 @@
+"""The fork executor and the project config it runs under, on the toy project."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+
+from verify.cache import tree_digest
+from verify.executor import Executor, Job
+from verify.project import ConfigError, load_config, load_mutations, project_files
+
+ARITH = "toy/arith.py"
+TEST_MUL = "tests/gates/test_arith.py::test_mul"
+TEST_SUB = "tests/gates/test_arith.py::test_sub"
+
+
+def _override(root, old: str, new: str) -> tuple[tuple[str, str], ...]:
+    return ((ARITH, (root / ARITH).read_text().replace(old, new)),)
+
+
+def test_exit_without_result_is_a_crash_with_the_code(toy_copy) -> None:
+    root = toy_copy()
+    with Executor(load_config(root)) as executor:
+        job = Job("exits", (TEST_MUL,), 30.0, _override(root, "return a * b", "return __import__('os')._exit(3)"))
+        [result], interrupted = executor.run([job], 1)
+    assert not interrupted
+    assert (result.state, result.reason) == ("crashed", "exited with code 3")
+
+
+def test_ctrl_c_kills_children_and_keeps_finished_results(toy_copy) -> None:
+    root = toy_copy()
+    jobs = [
+        Job("quick", (TEST_MUL,), 30.0),
+        Job("hangs", (TEST_SUB,), 30.0, _override(root, "return a - b", "while True: pass")),
+    ]
+
+    def interrupt_after_first(result) -> None:
+        raise KeyboardInterrupt
+
+    started = time.monotonic()
+    with Executor(load_config(root)) as executor:
+        results, interrupted = executor.run(jobs, 2, interrupt_after_first)
+    assert interrupted
+    assert [r.key for r in results] == ["quick"] and results[0].state == "done"
+    assert time.monotonic() - started < 20  # the hanging child was killed, not waited for
+
+
+def test_private_copy_holds_the_project_files_and_the_parent_imports_nothing_of_it(toy_copy) -> None:
+    root = toy_copy()
+    (root / "toy" / "__pycache__").mkdir()
+    (root / "toy" / "__pycache__" / "arith.cpython-311.pyc").write_bytes(b"stale")
+    config = load_config(root)
+    assert project_files(config) == [
+        "pyproject.toml", "tests/gates/test_arith.py", "toy/__init__.py", "toy/arith.py", "toy/text.py",
+    ]  # fmt: skip
+    with Executor(config) as executor:
+        copied = sorted(p.relative_to(executor.private_root).as_posix() for p in executor.private_root.rglob("*.py"))
+        [result], _ = executor.run([Job("plain", (TEST_MUL,), 30.0)], 1)
+    assert copied == ["tests/gates/test_arith.py", "toy/__init__.py", "toy/arith.py", "toy/text.py"]
+    assert result.state == "done" and [o.outcome for o in result.outcomes] == ["passed"]
+    assert "toy" not in sys.modules and "toy.arith" not in sys.modules
+
+
+def test_tree_digest_follows_source_edits(toy_copy) -> None:
+    root = toy_copy()
+    config = load_config(root)
+    before = tree_digest(config)
+    assert tree_digest(config) == before
+    (root / "toy" / "text.py").write_text((root / "toy" / "text.py").read_text() + "\n# edited\n")
+    assert tree_digest(config) != before
+
+
+def test_config_defaults_and_package_catalog(tmp_path) -> None:
+    (tmp_path / "runner").mkdir()
+    (tmp_path / "tests" / "gates").mkdir(parents=True)
+    catalog = tmp_path / "catalog_pkg"
+    catalog.mkdir()
+    (catalog / "__init__.py").write_text("")
+    for index in (1, 2):
+        (catalog / f"area{index}.py").write_text(
+            "from verify.mutation import Mutation, register\n"
+            f"register(Mutation('bug-{index}', 'a bug', 'runner/a.py', 'x', 'y'))\n"
+        )
+    (tmp_path / "pyproject.toml").write_text('[tool.dflash]\nmutation_modules = ["catalog_pkg"]\n')
+    config = load_config(tmp_path)
+    assert (config.gates, config.source_roots, config.jobs) == (("tests/gates",), ("runner",), 0)
+    assert config.num_jobs >= 1
+    assert list(load_mutations(config)) == ["bug-1", "bug-2"]
+    assert not list(tmp_path.rglob("__pycache__"))  # loading the catalog writes nothing into the tree
+    (catalog / "area2.py").write_text((catalog / "area2.py").read_text().replace("bug-2", "bug-1"))
+    with pytest.raises(ConfigError, match="registered twice"):
+        load_mutations(config)
+
+
+def test_missing_pyproject_is_a_config_error(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="no pyproject.toml"):
+        load_config(tmp_path)
