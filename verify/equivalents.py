@@ -29,7 +29,7 @@ def _norm(lines: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Equivalent:
-    reason: str
+    reason: str = ""  # required; a default so a missing one is reported by __post_init__, not a TypeError
     module: str = ""
     function: str = ""
     original: str = ""

@@ -36,9 +36,7 @@ class SweepInputError(ValueError):
 
 def parse_budget(text: str) -> float:
     """'90s', '10m', '1h30m' or a bare number of seconds, to seconds."""
-    match = re.fullmatch(
-        r"\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*", text
-    )
+    match = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*", text)
     if not text.strip() or match is None or not any(match.groups()):
         raise SweepInputError(f"bad budget {text!r}: use e.g. 90s, 10m or 1h30m")
     hours, minutes, seconds = (float(group or 0) for group in match.groups())
@@ -96,6 +94,11 @@ def _git(root: Path, *args: str) -> str:
 def _changed_files(root: Path, rev: str) -> set[str]:
     if rev.startswith("-"):
         raise SweepInputError(f"unknown revision {rev!r}")
+    known = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd=root, capture_output=True, check=False
+    )
+    if known.returncode != 0:
+        raise SweepInputError(f"--changed-since: unknown revision {rev!r}, or {root} is not a git repository")
     try:
         return cache.changed_files(root, rev)
     except cache.ChangedSinceError as error:

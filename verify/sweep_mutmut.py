@@ -130,11 +130,7 @@ def write_settings(copy: Path, modules: tuple[str, ...]) -> None:
         PLUGIN,
     ]
     settings.setdefault("process_isolation", "forkserver")
-    others = [
-        p.name
-        for p in copy.iterdir()
-        if not p.name.startswith(".") and p.name not in settings["source_paths"]
-    ]
+    others = [p.name for p in copy.iterdir() if not p.name.startswith(".") and p.name not in settings["source_paths"]]
     settings["also_copy"] = sorted({*settings.get("also_copy", []), *others, f"{PLUGIN}.py"})
     (copy / f"{PLUGIN}.py").write_text(_PLUGIN_SOURCE, "utf-8")
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.syntax import Syntax
 from rich.table import Table
@@ -59,7 +60,7 @@ def render_result(result: SweepResult, modules: tuple[ModuleSummary, ...], conso
         table.add_column(column, justify="right")
     for module in modules:
         table.add_row(
-            module.module,
+            escape(module.module),
             *(
                 str(module.count(s))
                 for s in (
@@ -78,20 +79,20 @@ def render_result(result: SweepResult, modules: tuple[ModuleSummary, ...], conso
         no_tests = [f for f in module.functions if f.count(MutantStatus.NO_TESTS)]
         if not gaps and not no_tests:
             continue
-        console.rule(f"[bold]{module.module}")
+        console.rule(f"[bold]{escape(module.module)}")
         for function in gaps:
             style = "bold red" if not function.registered else "red"
-            console.print(f"[{style}]{function.headline}[/]")
+            console.print(f"[{style}]{escape(function.headline)}[/]")
             for mutant in function.mutants:
                 if mutant.status == MutantStatus.SURVIVED:
-                    console.print(f"  [dim]{mutant.key}[/] line {mutant.line}")
+                    console.print(f"  [dim]{escape(mutant.key)}[/] line {mutant.line}")
                     console.print(Syntax(mutant.diff.rstrip("\n") or "(no diff)", "diff", theme="ansi_dark"))
         for function in no_tests:
             count = function.count(MutantStatus.NO_TESTS)
-            console.print(f"[yellow]{function.function}: {count} mutants no gate reaches (no tests)[/]")
+            console.print(f"[yellow]{escape(function.function)}: {count} mutants no gate reaches (no tests)[/]")
         if module.decorated:
             names = ", ".join(f"{d.function} (@{d.decorators[0]})" for d in module.decorated)
-            console.print(f"[dim]decorated, never mutated by mutmut: {names}[/]")
+            console.print(f"[dim]decorated, never mutated by mutmut: {escape(names)}[/]")
     num_decorated = len(result.decorated)
     if num_decorated:
         console.print(
@@ -104,8 +105,8 @@ def render_result(result: SweepResult, modules: tuple[ModuleSummary, ...], conso
 
 
 def render_error(message: str, console: Console | None = None) -> None:
-    (console or Console(stderr=True)).print(f"[bold red]error:[/] {message}", highlight=False)
+    (console or Console(stderr=True)).print(f"[bold red]error:[/] {escape(message)}", highlight=False)
 
 
 def render_note(message: str, console: Console | None = None) -> None:
-    (console or Console(stderr=True)).print(message, highlight=False)
+    (console or Console(stderr=True)).print(message, markup=False, highlight=False)

@@ -29,18 +29,14 @@ class FunctionSpan:
 
     @property
     def is_skipped_by_mutmut(self) -> bool:
-        return bool(self.decorators) and not (
-            len(self.decorators) == 1 and self.decorators[0] in _MUTATED_DECORATORS
-        )
+        return bool(self.decorators) and not (len(self.decorators) == 1 and self.decorators[0] in _MUTATED_DECORATORS)
 
 
 def functions(source: str) -> tuple[FunctionSpan, ...]:
     def span(node: ast.FunctionDef | ast.AsyncFunctionDef, prefix: str) -> FunctionSpan:
         start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
         decorators = tuple(ast.unparse(d) for d in node.decorator_list)
-        return FunctionSpan(
-            prefix + node.name, start, node.lineno, node.end_lineno or node.lineno, decorators
-        )
+        return FunctionSpan(prefix + node.name, start, node.lineno, node.end_lineno or node.lineno, decorators)
 
     spans = []
     for node in ast.parse(source).body:
@@ -85,17 +81,13 @@ def change(module: str, source: str, function: str, orig_code: str, mutant_code:
         return None
     orig, mutant = orig_code.strip("\n").splitlines(), mutant_code.strip("\n").splitlines()
     opcodes = [
-        op
-        for op in difflib.SequenceMatcher(None, orig, mutant, autojunk=False).get_opcodes()
-        if op[0] != "equal"
+        op for op in difflib.SequenceMatcher(None, orig, mutant, autojunk=False).get_opcodes() if op[0] != "equal"
     ]
     if not opcodes:
         return None
     i1, i2, j1, j2 = opcodes[0][1], opcodes[-1][2], opcodes[0][3], opcodes[-1][4]
     lines = source.splitlines(keepends=True)
-    def_index = next(
-        (i for i, text in enumerate(orig) if text.lstrip().startswith(("def ", "async def "))), 0
-    )
+    def_index = next((i for i, text in enumerate(orig) if text.lstrip().startswith(("def ", "async def "))), 0)
     start = span.def_line - 1 - def_index  # file index of orig[0]
     if [text.strip() for text in lines[start + i1 : start + i2]] != [text.strip() for text in orig[i1:i2]]:
         return None

@@ -1,0 +1,231 @@
+"""The sweep's pieces without running mutmut: budgets, mutmut's names and exit codes, settings, anchors,
+equivalents, grouping, and the CLI's answers to bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from verify import equivalents, sweep_mutmut, sweep_source
+from verify.cli_sweep import sweep_app
+from verify.mutation import Mutation
+from verify.sweep import SweepInputError, parse_budget, resolve_modules
+from verify.sweep_report import summarise, write_json
+from verify.sweep_result import MutantStatus, SweepMutant, SweepOutcome, SweepResult
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90s", 90), ("10m", 600), ("1h30m", 5400), ("45", 45), ("1.5m", 90), ("2h", 7200)],
+    ids=["seconds", "minutes", "hours-minutes", "bare", "fraction", "hours"],
+)
+def test_parse_budget(text: str, seconds: float) -> None:
+    assert parse_budget(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "10x", "m", "0s", "-5m", "10 minutes"])
+def test_bad_budget_is_a_named_error(text: str) -> None:
+    with pytest.raises(SweepInputError, match="bad budget"):
+        parse_budget(text)
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "status"),
+    [
+        (0, MutantStatus.SURVIVED),
+        (1, MutantStatus.KILLED),
+        (3, MutantStatus.KILLED),
+        (33, MutantStatus.NO_TESTS),
+        (36, MutantStatus.TIMEOUT),
+        (-24, MutantStatus.TIMEOUT),
+        (-11, MutantStatus.CRASHED),
+        (None, MutantStatus.NOT_CHECKED),
+        (99, MutantStatus.SUSPICIOUS),
+    ],
+)
+def test_mutmut_exit_codes(exit_code: int | None, status: MutantStatus) -> None:
+    assert sweep_mutmut.status_of(exit_code) is status
+
+
+@pytest.mark.parametrize(
+    ("key", "function"),
+    [
+        ("runner.cache.xǁPagedCacheǁwrite__mutmut_3", "PagedCache.write"),
+        ("runner.sampling.x_greedy__mutmut_12", "greedy"),
+        ("runner.x_with__mutmut__in_name__mutmut_1", "with"),
+    ],
+)
+def test_function_of_mutmut_key(key: str, function: str) -> None:
+    assert sweep_mutmut.function_of(key) == function
+
+
+def test_gpu_gates_are_always_deselected() -> None:
+    assert sweep_mutmut._without_gpu(["-m", "gate", "-x"]) == ["-m", "(gate) and not gpu", "-x"]
+    assert sweep_mutmut._without_gpu(["-q"]) == ["-q", "-m", "not gpu"]
+
+
+def test_settings_override_only_the_mutmut_table(tmp_path: Path) -> None:
+    (tmp_path / "runner").mkdir()
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.mutmut]\npaths_to_mutate = ["x"]\ndebug = true\n\n[tool.other]\nkeep = "yes"\n'
+    )
+    sweep_mutmut.write_settings(tmp_path, ("runner/a.py",))
+    data = tomllib.loads((tmp_path / "pyproject.toml").read_text())
+    settings = data["tool"]["mutmut"]
+    assert data["tool"]["other"] == {"keep": "yes"} and settings["debug"] is True
+    assert settings["source_paths"] == ["runner"] and settings["only_mutate"] == ["runner/a.py"]
+    assert "paths_to_mutate" not in settings
+    assert settings["pytest_add_cli_args"] == ["-m", "not gpu", "-p", sweep_mutmut.PLUGIN]
+    assert f"{sweep_mutmut.PLUGIN}.py" in settings["also_copy"] and (tmp_path / f"{sweep_mutmut.PLUGIN}.py").exists()
+
+
+def test_resolve_modules(tmp_path: Path) -> None:
+    (tmp_path / "runner" / "__pycache__").mkdir(parents=True)
+    for name in ("runner/b.py", "runner/a.py", "runner/__pycache__/a.py", "runner/notes.txt"):
+        (tmp_path / name).write_text("x = 1\n")
+    assert resolve_modules(tmp_path, ("runner",)) == ("runner/a.py", "runner/b.py")
+    assert resolve_modules(tmp_path, ("runner/b.py", "runner")) == ("runner/a.py", "runner/b.py")
+    for bad in ("nope", "../outside", "runner/notes.txt"):
+        with pytest.raises(SweepInputError):
+            resolve_modules(tmp_path, (bad,))
+
+
+def test_changed_since_keeps_only_changed_modules(tmp_path: Path) -> None:
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True)
+
+    (tmp_path / "runner").mkdir()
+    for name in ("a", "b", "c"):
+        (tmp_path / f"runner/{name}.py").write_text("x = 1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-qm", "base")
+    (tmp_path / "runner/b.py").write_text("x = 2\n")
+    (tmp_path / "runner/d.py").write_text("x = 3\n")  # untracked counts as changed
+    assert resolve_modules(tmp_path, ("runner",), "HEAD") == ("runner/b.py", "runner/d.py")
+    with pytest.raises(SweepInputError, match="changed-since"):
+        resolve_modules(tmp_path, ("runner",), "no-such-rev")
+
+
+METHOD_SOURCE = """class Window:
+    def clip(self, n):
+        if n > self.size:
+            return self.size
+        return n
+
+    def other(self, n):
+        if n > self.size:
+            return 0
+        return n
+"""
+
+
+def test_change_places_a_method_mutant_back_with_a_unique_anchor() -> None:
+    orig = "def clip(self, n):\n    if n > self.size:\n        return self.size\n    return n\n"
+    mutant = "def clip(self, n):\n    if n >= self.size:\n        return self.size\n    return n\n"
+    change = sweep_source.change("runner/w.py", METHOD_SOURCE, "Window.clip", orig, mutant)
+    assert change is not None and change.line == 3
+    assert (change.original, change.mutated) == ("if n > self.size:", "if n >= self.size:")
+    # `if n > self.size:` occurs twice in the file, so the anchor grows until it is unique.
+    assert METHOD_SOURCE.count(change.anchor) == 1 and "if n > self.size:" in change.anchor
+    mutated_file = METHOD_SOURCE.replace(change.anchor, change.replacement)
+    assert "        if n >= self.size:\n            return self.size" in mutated_file
+    assert mutated_file.count(">=") == 1
+    assert "+        if n >= self.size:" in change.diff
+
+
+def test_decorated_functions_are_counted_as_mutmut_skips_them() -> None:
+    source = (
+        "import torch\n\n@torch.inference_mode()\ndef step(x):\n    return x\n\n"
+        "class A:\n    @staticmethod\n    def s():\n        return 1\n\n"
+        "    @property\n    def p(self):\n        return 2\n"
+    )
+    found = sweep_source.decorated("runner/e.py", source)
+    assert [(d.function, d.decorators) for d in found] == [
+        ("step", ("torch.inference_mode()",)),
+        ("A.p", ("property",)),
+    ]
+
+
+def _mutant(key: str, status: MutantStatus, function: str = "f", **extra: str) -> SweepMutant:
+    return SweepMutant(key, "runner/m.py", function, status, **extra)  # type: ignore[arg-type]
+
+
+def test_equivalents_excuse_only_survivors(tmp_path: Path) -> None:
+    path = tmp_path / "equivalents.toml"
+    path.write_text(
+        '[[equivalent]]\nmodule = "runner/m.py"\nfunction = "f"\noriginal = "return a + 0"\n'
+        'mutated = "return a - 0"\nreason = "adding zero"\n\n[[equivalent]]\nmutant = "k3"\nreason = "r"\n'
+    )
+    marks = equivalents.load(path)
+    mutants = [
+        _mutant("k1", MutantStatus.SURVIVED, original="return a + 0", mutated="return a - 0"),
+        _mutant("k2", MutantStatus.SURVIVED, original="return a + 0", mutated="return a + 1"),
+        _mutant("k3", MutantStatus.KILLED),
+    ]
+    statuses = [(m.status, m.reason) for m in equivalents.apply(mutants, marks)]
+    assert statuses == [(MutantStatus.IGNORED, "adding zero"), (MutantStatus.SURVIVED, ""), (MutantStatus.KILLED, "")]
+    block = equivalents.entry_toml(mutants[1], reason='quotes " too')
+    assert equivalents.Equivalent(**tomllib.loads(block)["equivalent"][0]).matches(mutants[1])
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[[equivalent]]\nmutant = 'k'\n", "[[equivalent]]\nmutant = 'k'\nreason = 'r'\ncolour = 'red'\n", "not toml ="],
+    ids=["no-reason", "unknown-key", "bad-toml"],
+)
+def test_bad_equivalents_file_is_a_named_error(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "equivalents.toml"
+    path.write_text(text)
+    with pytest.raises(equivalents.EquivalentsError):
+        equivalents.load(path)
+
+
+def _result(root: Path, mutants: tuple[SweepMutant, ...]) -> SweepResult:
+    return SweepResult(str(root), ("runner/m.py",), mutants, (), SweepOutcome.COMPLETE, 1.0, 1)
+
+
+def test_functions_are_grouped_and_mapped_to_registered_mutations(tmp_path: Path) -> None:
+    (tmp_path / "runner").mkdir()
+    (tmp_path / "runner/m.py").write_text("def f(a):\n    return a + 1\n\n\ndef g(a):\n    return a * 2\n")
+    catalog = {"g-doubles": Mutation("g-doubles", "bug", "runner/m.py", "a * 2", "a * 3")}
+    survivors = tuple(_mutant(f"runner.m.x_f__mutmut_{n}", MutantStatus.SURVIVED) for n in range(9))
+    mutants = (*survivors, _mutant("runner.m.x_g__mutmut_1", MutantStatus.SURVIVED, "g"))
+    (module,) = summarise(_result(tmp_path, mutants), catalog)
+    assert [f.headline for f in module.functions] == [
+        "f has 9 surviving operator mutants and no registered mutation",
+        "g has 1 surviving operator mutant and registered: g-doubles",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nothere"], "unknown path"),
+        (["--budget", "soon"], "bad budget"),
+        (["--jobs", "0"], "--jobs"),
+        (["--changed-since", "HEAD"], "changed-since"),  # the toy copy is not a git repository
+        (["promote", "toyrunner.accept.x_nope__mutmut_1", "some-name"], "unknown mutant"),
+        (["promote", "toyrunner.accept.x_killed__mutmut_1", "some-name"], "only survived"),
+        (["promote", "toyrunner.accept.x_bonus_len__mutmut_2", "Not_Kebab"], "kebab-case"),
+        (["promote", "toyrunner.accept.x_bonus_len__mutmut_2", "accept-on-mismatch"], "already registered"),
+    ],
+    ids=["path", "budget", "jobs", "rev", "mutant", "not-survivor", "name", "taken"],
+)
+def test_bad_input_exits_2_with_a_named_error(toy: Path, args: list[str], message: str) -> None:
+    state = toy.parent / "state.json"
+    mutants = (
+        SweepMutant(
+            "toyrunner.accept.x_bonus_len__mutmut_2", "toyrunner/accept.py", "bonus_len", MutantStatus.SURVIVED,
+            anchor="    return num_accepted + 1", replacement="    return num_accepted + 2",
+        ),
+        SweepMutant("toyrunner.accept.x_killed__mutmut_1", "toyrunner/accept.py", "killed", MutantStatus.KILLED),
+    )  # fmt: skip
+    write_json(state, _result(toy, mutants), {})
+    done = CliRunner().invoke(sweep_app, [*args, "--root", str(toy), "--state", str(state)])
+    assert done.exit_code == 2, done.output
+    assert message in done.output
