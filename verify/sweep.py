@@ -178,10 +178,15 @@ def _run_mutmut(copy: Path, config: SweepConfig, on_progress: ProgressCallback) 
         elif stopped is not None and now - stop_at > STOP_GRACE_S:
             os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+    try:  # a worker outliving mutmut (stuck in a mutant's infinite loop) must not keep burning CPU
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
     lines = [line for line in output if line.strip() and not _progress(line)]
     tail = "\n".join(lines[-25:])
     if stopped is not None:
-        return stopped, f"stopped ({stopped}) after the verdicts below were reached\n{tail}"
+        why = "the time budget ran out" if stopped == SweepOutcome.BUDGET else "interrupted"
+        return stopped, f"stopped early ({why}); the verdicts reached are kept, the rest are not_checked"
     if process.returncode != 0:
         return SweepOutcome.FAILED, f"mutmut run exited {process.returncode}:\n{tail}"
     return SweepOutcome.COMPLETE, ""

@@ -102,6 +102,14 @@ def test_budget_stops_cleanly_and_reports_what_was_reached(toy: Path, digest) ->
     before = digest(root)
     result = run_sweep(SweepConfig(root=root, paths=("toyrunner",), jobs=1, budget_s=0.5))
     assert result.outcome is SweepOutcome.BUDGET
-    assert "stopped (budget)" in result.message
+    assert "the time budget ran out" in result.message
     assert all(m.status in (MutantStatus.NOT_CHECKED, *EXPECTED.values()) for m in result.mutants)
     assert digest(root) == before
+
+
+def test_gates_red_on_the_clean_run_is_a_harness_failure_exit_3(toy: Path) -> None:
+    gates = toy / "tests/gates/test_accept.py"
+    gates.write_text(gates.read_text().replace("assert scale(3) == 3", "assert scale(3) == 4"))
+    done = CliRunner().invoke(sweep_app, ["--root", str(toy), "--state", str(toy.parent / "state.json")])
+    assert done.exit_code == 3, done.output
+    assert "mutmut run exited 1" in done.output

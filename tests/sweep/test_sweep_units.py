@@ -14,7 +14,7 @@ from verify import equivalents, sweep_mutmut, sweep_source
 from verify.cli_sweep import sweep_app
 from verify.mutation import Mutation
 from verify.sweep import SweepInputError, parse_budget, resolve_modules
-from verify.sweep_report import summarise, write_json
+from verify.sweep_report import result_from_json, summarise, to_json, write_json
 from verify.sweep_result import MutantStatus, SweepMutant, SweepOutcome, SweepResult
 
 
@@ -229,3 +229,12 @@ def test_bad_input_exits_2_with_a_named_error(toy: Path, args: list[str], messag
     done = CliRunner().invoke(sweep_app, [*args, "--root", str(toy), "--state", str(state)])
     assert done.exit_code == 2, done.output
     assert message in done.output
+
+
+def test_json_carries_a_verify_report_beside_the_sweep(tmp_path: Path) -> None:
+    verify_report = {"schema": "dflash-verify/1", "mutations": [{"name": "m", "status": "killed"}], "score": 1.0}
+    result = _result(tmp_path, (_mutant("runner.m.x_f__mutmut_1", MutantStatus.SURVIVED),))
+    data = to_json(result, {}, verify_report)
+    assert data["mutations"] == verify_report["mutations"] and data["score"] == 1.0
+    assert data["sweep"]["counts"] == {"survived": 1} and data["sweep"]["score"] == 0.0
+    assert result_from_json(data) == result
