@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import importlib
+import io
 import json
 import os
 import shutil
@@ -69,6 +71,18 @@ def _copy_private(config: ProjectConfig, dest: Path) -> None:
         shutil.copy2(config.root / rel, dest / rel)
 
 
+def _warm_pytest(empty: Path) -> None:
+    """Run pytest once on an empty folder, so its plugins and entry points are imported before forking.
+
+    It never sees the project: its own rootdir and ini file, and nothing to collect.
+    """
+    empty.mkdir()
+    (empty / "pytest.ini").write_text("[pytest]\n")
+    args = [str(empty), "-q", "-p", "no:cacheprovider", "-c", str(empty / "pytest.ini"), "--rootdir", str(empty)]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        pytest.main(args)
+
+
 class Executor:
     """Use as a context manager: the private copy lives exactly as long as the `with` block."""
 
@@ -83,9 +97,14 @@ class Executor:
         _copy_private(self.config, self.private_root)
         for name in self.config.preload:
             importlib.import_module(name)
+        _warm_pytest(Path(self._tmp, "warm"))
+        # Objects alive now are shared by every child: freezing them keeps each child's collections
+        # from walking (and copy-on-write touching) the parent's heap, torch included.
+        gc.freeze()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        gc.unfreeze()
         shutil.rmtree(self._tmp, ignore_errors=True)
 
     def run(
@@ -204,21 +223,16 @@ class Executor:
             name = signal.Signals(-exit_code).name
             return JobResult(job.key, "crashed", elapsed, reason=f"killed by {name}")
         if exit_code != 0 or not result_path.is_file():
-            tail = (
-                log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.is_file() else []
-            )
+            tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.is_file() else []
             detail = f": {tail[0][:200]}" if tail else ""
             return JobResult(job.key, "crashed", elapsed, reason=f"exited with code {exit_code}{detail}")
         data = json.loads(result_path.read_text())
         outcomes = [
-            GateOutcome(o["gate_id"], Outcome(o["outcome"]), o["duration_s"], o["exc_type"])
-            for o in data["outcomes"]
+            GateOutcome(o["gate_id"], Outcome(o["outcome"]), o["duration_s"], o["exc_type"]) for o in data["outcomes"]
         ]
         seen = {o.gate_id for o in outcomes}
         # A gate asked for but never reported did not run: its module failed to import, which is red.
-        outcomes += [
-            GateOutcome(g, Outcome.ERROR, 0.0, "NotCollected") for g in job.gate_ids if g not in seen
-        ]
+        outcomes += [GateOutcome(g, Outcome.ERROR, 0.0, "NotCollected") for g in job.gate_ids if g not in seen]
         return JobResult(
             job.key,
             "done",
