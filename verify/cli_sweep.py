@@ -36,7 +36,7 @@ class _SweepGroup(TyperGroup):
 sweep_app = typer.Typer(cls=_SweepGroup, add_completion=False)
 
 Root = Annotated[Path, typer.Option(help="The project root (holds pyproject.toml).")]
-State = Annotated[Path | None, typer.Option(help="Where the sweep is saved for promote [default: user cache].")]
+State = Annotated[Path | None, typer.Option(help="Where the sweep is saved for promote (default: in the user cache).")]
 
 
 def _fail(message: str, code: int = EXIT_INPUT) -> typer.Exit:
@@ -58,7 +58,7 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
 def sweep(
     ctx: typer.Context,
     paths: Annotated[
-        list[str] | None, typer.Argument(help="Runner modules or folders [default: source_roots].")
+        list[str] | None, typer.Argument(help="Runner modules or folders (default: the project's source_roots).")
     ] = None,
     root: Root = Path("."),
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Mutants tested in parallel.")] = DEFAULT_JOBS,
