@@ -96,6 +96,9 @@ def verify(
     except (BaselineError, HarnessError) as error:
         render_error(str(error))
         raise typer.Exit(EXIT_HARNESS) from None
+    except KeyboardInterrupt:
+        render_error("interrupted before the baseline and self-check finished")
+        raise typer.Exit(EXIT_FAILED) from None
     details = details_for({r.name: mutations[r.name] for r in report.mutations}, config.root)
     _write(report, details, json, junit, html)
     if stryker is not None:

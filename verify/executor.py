@@ -228,7 +228,8 @@ class Executor:
             return JobResult(job.key, "crashed", elapsed, reason=f"exited with code {exit_code}{detail}")
         data = json.loads(result_path.read_text())
         outcomes = [
-            GateOutcome(o["gate_id"], Outcome(o["outcome"]), o["duration_s"], o["exc_type"]) for o in data["outcomes"]
+            GateOutcome(o["gate_id"], Outcome(o["outcome"]), o["duration_s"], o["exc_type"], o["message"])
+            for o in data["outcomes"]
         ]
         seen = {o.gate_id for o in outcomes}
         # A gate asked for but never reported did not run: its module failed to import, which is red.

@@ -20,7 +20,7 @@ from verify.coverage_map import CoverageMap, anchor_lines
 from verify.executor import Executor, Job, JobResult
 from verify.mutation import Mutation
 from verify.project import ProjectConfig, project_files
-from verify.result import Baseline, MutationResult, Outcome, RunReport, Status, baseline_from_dict
+from verify.result import Baseline, GateOutcome, MutationResult, Outcome, RunReport, Status, baseline_from_dict
 
 __all__ = ["BaselineError", "HarnessError", "Progress", "RunOptions", "SelectionError", "Shard", "run_verify"]
 
@@ -103,7 +103,10 @@ def _baseline(
     if cached is not None:
         progress.advance("baseline (cached)")
         return baseline_from_dict(cached["baseline"]), cached["coverage"]
-    [run], _ = ex.run([Job("_baseline", (), ex.config.baseline_timeout_s, measure_coverage=True)], 1)
+    runs, interrupted = ex.run([Job("_baseline", (), ex.config.baseline_timeout_s, measure_coverage=True)], 1)
+    if interrupted:
+        raise KeyboardInterrupt
+    [run] = runs
     progress.advance("baseline")
     if run.state != "done":
         raise BaselineError(f"baseline {run.state}: {run.reason}")
@@ -111,13 +114,17 @@ def _baseline(
         raise BaselineError(f"gates fail to collect: {', '.join(run.collect_errors)}")
     red = [o for o in run.outcomes if o.outcome.is_red]
     if red:
-        raise BaselineError(f"gate {red[0].gate_id} is red on unmutated code ({red[0].exc_type})")
+        raise BaselineError(f"gate {red[0].gate_id} is red on unmutated code ({_why(red[0])})")
     baseline = Baseline("green", tuple(o for o in run.outcomes if o.outcome is Outcome.PASSED))
     if not baseline.gates:
         raise BaselineError(f"no gate ran under {', '.join(ex.config.gates)} (pytest exit {run.pytest_exit})")
     coverage = run.coverage or {}
     cache.put_baseline(tree, {"baseline": dataclasses.asdict(baseline), "coverage": coverage})
     return baseline, coverage
+
+
+def _why(outcome: GateOutcome) -> str:
+    return f"{outcome.exc_type}: {outcome.message}" if outcome.message else outcome.exc_type
 
 
 def _self_check(ex: Executor, baseline: Baseline, progress: Progress) -> None:
@@ -127,12 +134,14 @@ def _self_check(ex: Executor, baseline: Baseline, progress: Progress) -> None:
     sources = tuple(
         (rel, (config.root / rel).read_text())
         for rel in project_files(config)
-        if rel.endswith(".py")
-        and any(rel.startswith(r.rstrip("/") + "/") or rel == r for r in config.source_roots)
+        if rel.endswith(".py") and any(rel.startswith(r.rstrip("/") + "/") or rel == r for r in config.source_roots)
     )
     jobs = [Job("_forced-fail", gate_ids, timeout, force_fail=True), Job("_noop", gate_ids, timeout, sources)]
     progress.phase("self-check", len(jobs))
-    forced, noop = ex.run(jobs, ex.config.num_jobs, lambda r: progress.advance(r.key.lstrip("_")))[0]
+    runs, interrupted = ex.run(jobs, ex.config.num_jobs, lambda r: progress.advance(r.key.lstrip("_")))
+    if interrupted:
+        raise KeyboardInterrupt
+    forced, noop = runs
     for run in (forced, noop):
         if run.state != "done":
             raise HarnessError(f"self-check {run.key.lstrip('_')} {run.state}: {run.reason}")
@@ -142,8 +151,7 @@ def _self_check(ex: Executor, baseline: Baseline, progress: Progress) -> None:
     red = [o for o in noop.outcomes if o.outcome.is_red]
     if red:
         raise BaselineError(
-            f"gate {red[0].gate_id} is flaky: green in the baseline, red ({red[0].exc_type}) on a second "
-            "unmutated run"
+            f"gate {red[0].gate_id} is flaky: green in the baseline, red ({_why(red[0])}) on a second unmutated run"
         )
 
 
@@ -158,9 +166,7 @@ def _verdict(mutation: Mutation, applied: Applied, ran: tuple[str, ...], run: Jo
     reason = ""
     if not killed_by and applied.file not in run.loaded:
         reason = f"the gates never imported {applied.file}"
-    return MutationResult(
-        mutation.name, status, killed_by, ran, round(run.duration_s, 3), reason, run.outcomes
-    )
+    return MutationResult(mutation.name, status, killed_by, ran, round(run.duration_s, 3), reason, run.outcomes)
 
 
 def run_verify(
@@ -172,6 +178,9 @@ def run_verify(
     """The whole run. Raises BaselineError/HarnessError (exit 3) and SelectionError (exit 2)."""
     progress = progress or _Silent()
     chosen = select(mutations, options)
+    unknown_required = sorted(set(config.required or ()) - set(mutations))
+    if unknown_required:
+        raise SelectionError(f"[tool.dflash] required names unknown mutations: {', '.join(unknown_required)}")
     changed = cache_mod.changed_files(config.root, options.changed_since) if options.changed_since else None
     cache = cache_mod.ResultCache(config.root, options.use_cache)
     tree = cache_mod.tree_digest(config)

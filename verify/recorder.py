@@ -23,6 +23,7 @@ class Recorder:
         self.force_fail = force_fail
         self._outcome: dict[str, Outcome] = {}
         self._exc_type: dict[str, str] = {}
+        self._message: dict[str, str] = {}
         self._duration: dict[str, float] = {}
         self.collect_errors: list[str] = []
         self.fixtures: dict[str, list[str]] = {}  # gate id -> the fixture names it depends on
@@ -32,7 +33,11 @@ class Recorder:
         """Outcomes in run order, restricted to `marked` gate ids when given."""
         return tuple(
             GateOutcome(
-                gate_id, outcome, round(self._duration.get(gate_id, 0.0), 6), self._exc_type.get(gate_id, "")
+                gate_id,
+                outcome,
+                round(self._duration.get(gate_id, 0.0), 6),
+                self._exc_type.get(gate_id, ""),
+                self._message.get(gate_id, ""),
             )
             for gate_id, outcome in self._outcome.items()
             if marked is None or gate_id in marked
@@ -72,6 +77,7 @@ class Recorder:
         if not report.failed or call.excinfo is None:
             return
         self._exc_type[item.nodeid] = call.excinfo.typename
+        self._message[item.nodeid] = (str(call.excinfo.value).strip().splitlines() or [""])[0][:200]
         if call.when != "call":
             self._outcome[item.nodeid] = Outcome.ERROR
         elif call.excinfo.errisinstance(AssertionError):

@@ -51,6 +51,7 @@ class GateOutcome:
     outcome: Outcome
     duration_s: float
     exc_type: str = ""  # the exception's type name when red
+    message: str = ""  # the first line of its message, for a human reading why
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +163,9 @@ class RunReport:
 def result_from_dict(data: dict[str, Any]) -> MutationResult:
     """The inverse of `dataclasses.asdict` for a MutationResult (cache entries, shard reports)."""
     outcomes = tuple(
-        GateOutcome(o["gate_id"], Outcome(o["outcome"]), float(o["duration_s"]), o.get("exc_type", ""))
+        GateOutcome(
+            o["gate_id"], Outcome(o["outcome"]), float(o["duration_s"]), o.get("exc_type", ""), o.get("message", "")
+        )
         for o in data.get("outcomes", ())
     )
     return MutationResult(
@@ -179,7 +182,9 @@ def result_from_dict(data: dict[str, Any]) -> MutationResult:
 
 def baseline_from_dict(data: dict[str, Any]) -> Baseline:
     gates = tuple(
-        GateOutcome(g["gate_id"], Outcome(g["outcome"]), float(g["duration_s"]), g.get("exc_type", ""))
+        GateOutcome(
+            g["gate_id"], Outcome(g["outcome"]), float(g["duration_s"]), g.get("exc_type", ""), g.get("message", "")
+        )
         for g in data["gates"]
     )
     return Baseline(data["status"], gates)

@@ -53,6 +53,7 @@ def test_exit_2_on_usage_errors(toy_run, cli, args, message) -> None:
         ("mutation_modules", '["no_such_catalog"]', "cannot import mutation module"),
         ("source_roots", '["missing"]', "'missing' does not exist"),
         ("timeout_factor", "0", "timeout_factor must be a positive number"),
+        ("required", '["no-such-mutation"]', "required names unknown mutations: no-such-mutation"),
     ],
     ids=lambda value: str(value).split()[0],
 )
@@ -72,7 +73,8 @@ def test_exit_3_on_a_red_baseline_naming_the_gate(toy_copy, cli) -> None:
     gates.write_text(gates.read_text().replace("== 12", "== 13"))
     result = cli("--project", str(root), "--no-cache")
     assert result.exit_code == 3, result.output
-    assert "test_mul is red on unmutated code" in result.output.replace("\n", "")
+    output = " ".join(result.output.split())
+    assert "test_mul is red on unmutated code (AssertionError: assert 12 == 13)" in output
 
 
 def test_exit_3_on_a_flaky_gate(toy_copy, cli, tmp_path) -> None:
