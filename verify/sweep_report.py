@@ -20,6 +20,7 @@ from xml.etree import ElementTree as ET
 
 from verify import sweep_source
 from verify.apply import count_matches
+from verify.equivalents import entry_toml
 from verify.mutation import Mutation
 from verify.sweep_result import DecoratedFunction, MutantStatus, SweepMutant, SweepOutcome, SweepResult
 
@@ -204,13 +205,19 @@ def write_junit(path: Path, result: SweepResult) -> None:
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
 
 
-def _html_mutants(title: str, mutants: list[SweepMutant]) -> str:
+def _html_mutants(title: str, mutants: list[SweepMutant], offer_equivalent: bool = False) -> str:
     if not mutants:
         return ""
     items = "".join(
         f"<details><summary>{html.escape(m.module)}:{m.line} {html.escape(m.function)} "
         f"<code>{html.escape(m.key)}</code>{' — ' + html.escape(m.reason) if m.reason else ''}</summary>"
-        f"<pre>{html.escape(m.diff)}</pre></details>"
+        f"<pre>{html.escape(m.diff)}</pre>"
+        + (
+            f"<p>If equivalent, add to the equivalents file:</p><pre>{html.escape(entry_toml(m))}</pre>"
+            if offer_equivalent
+            else ""
+        )
+        + "</details>"
         for m in mutants
     )
     return f"<h2>{html.escape(title)} ({len(mutants)})</h2>{items}"
@@ -238,7 +245,7 @@ def write_html(path: Path, result: SweepResult, catalog: Mapping[str, Mutation])
         f"never mutated by mutmut.</p><pre>{html.escape(result.message)}</pre>"
         "<table><tr><th>module</th><th>function</th><th>survived</th><th>no tests</th><th>killed</th>"
         f"<th>registered mutations</th></tr>{rows}</table>"
-        + _html_mutants("Survivors", by[MutantStatus.SURVIVED])
+        + _html_mutants("Survivors", by[MutantStatus.SURVIVED], offer_equivalent=True)
         + _html_mutants("No tests", by[MutantStatus.NO_TESTS])
         + _html_mutants("Ignored as equivalent", by[MutantStatus.IGNORED])
         + (f"<h2>Decorated, never mutated ({len(result.decorated)})</h2><ul>{skipped}</ul>" if skipped else "")

@@ -78,6 +78,7 @@ def test_reports_keep_the_verify_schema_with_a_sweep_section(swept) -> None:
     assert failures["num_accepted toyrunner.accept.x_num_accepted__mutmut_1"] is None
     page = (swept.reports / "sweep.html").read_text()
     assert "Survivors (1)" in page and "No tests (2)" in page and "Ignored as equivalent (1)" in page
+    assert "[[equivalent]]\nmodule = &quot;toyrunner/accept.py&quot;\nfunction = &quot;bonus_len&quot;" in page
 
 
 def test_promoted_survivor_is_a_mutation_the_verify_engine_applies(swept, toy: Path) -> None:
