@@ -168,3 +168,11 @@ def test_mutations_list_and_show(toy_run) -> None:
     assert "anchor matches 2 times" in stale.output
     unknown = runner.invoke(mutations_app, ["show", "nope", "--project", str(toy_run.root)])
     assert unknown.exit_code == 2
+
+
+def test_no_arguments_runs_the_embedded_default_of_the_cwd(toy_run, cli, monkeypatch) -> None:
+    monkeypatch.chdir(toy_run.root)
+    result = cli()
+    assert result.exit_code == 1, result.output  # the toy catalog has survivors, stale and hung mutants
+    for name in ("add-off-by-one", "sub-hangs", "stale-twice"):
+        assert name in result.output
