@@ -143,3 +143,25 @@ class Qwen3Target(nn.Module):
         logits = self.lm_head(self.model.norm(h))
         tapped = torch.cat([taps[i] for i in tap_layer_ids], dim=-1) if tap_layer_ids else None
         return logits, tapped
+
+
+def full_forward(
+    target: Qwen3Target, ids: torch.Tensor, tap_layer_ids: tuple[int, ...] = ()
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Whole sequences at once ([N, T] ids, no padding) through the paged path with a scratch cache.
+
+    For training and offline measurement: (logits [N, T, V], taps [N, T, F] or None).
+    """
+    cfg = target.config
+    rows, length = ids.shape
+    dtype = next(target.parameters()).dtype
+    cache = PagedKVCache(cfg.num_hidden_layers, rows, length, cfg.num_key_value_heads, cfg.head_dim, dtype, ids.device)
+    positions = torch.arange(length, device=ids.device).expand(rows, length)
+    inputs = PagedInputs(
+        ids,
+        positions,
+        torch.ones_like(ids, dtype=torch.bool),
+        torch.arange(rows, device=ids.device)[:, None],
+        torch.full((rows,), length, device=ids.device),
+    )
+    return target(inputs, cache, tap_layer_ids)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import typer
 
+from verify.cli_fixtures import fixtures_app
 from verify.cli_sweep import sweep_app
 from verify.cli_verify import mutations_app, verify_app
 from verify.generate_cmd import generate
@@ -16,3 +17,4 @@ app.command()(generate)
 app.add_typer(verify_app, name="verify")
 app.add_typer(mutations_app, name="mutations")
 app.add_typer(sweep_app, name="sweep")
+app.add_typer(fixtures_app, name="fixtures")

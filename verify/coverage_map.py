@@ -27,8 +27,7 @@ _FIXTURE = "fixture:"
 def start(root: Path, source_roots: Iterable[str]) -> coverage.Coverage:
     """A started coverage.py over the private copy's source roots; nothing is written to disk."""
     include = [
-        str(Path(root) / rel / "*") if (Path(root) / rel).is_dir() else str(Path(root) / rel)
-        for rel in source_roots
+        str(Path(root) / rel / "*") if (Path(root) / rel).is_dir() else str(Path(root) / rel) for rel in source_roots
     ]
     cov = coverage.Coverage(data_file=None, include=include, branch=False, config_file=False)
     cov.start()

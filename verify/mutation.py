@@ -54,9 +54,7 @@ class Mutation:
             raise MutationError(f"{where}: bug_class must be one line")
         path = PurePosixPath(self.file) if isinstance(self.file, str) else None
         if path is None or not self.file or path.is_absolute() or ".." in path.parts or "\\" in self.file:
-            raise MutationError(
-                f"{where}: file {self.file!r} must be a relative posix path inside the project"
-            )
+            raise MutationError(f"{where}: file {self.file!r} must be a relative posix path inside the project")
         if path.suffix != ".py":
             raise MutationError(f"{where}: file {self.file!r} must be a Python source file")
         if not isinstance(self.anchor, str) or not self.anchor.strip():

@@ -153,17 +153,11 @@ def project_files(config: ProjectConfig) -> list[str]:
         candidates = path.rglob("*") if path.is_dir() else [path]
         for file in candidates:
             relative = file.relative_to(root)
-            if (
-                file.is_file()
-                and not file.name.endswith(".pyc")
-                and not set(relative.parts) & set(_SKIP_PARTS)
-            ):
+            if file.is_file() and not file.name.endswith(".pyc") and not set(relative.parts) & set(_SKIP_PARTS):
                 found.add(relative.as_posix())
         for parent in Path(rel).parents:
             found.update(
-                (parent / m).as_posix()
-                for m in ("__init__.py", "conftest.py")
-                if (root / parent / m).is_file()
+                (parent / m).as_posix() for m in ("__init__.py", "conftest.py") if (root / parent / m).is_file()
             )
     found.update(name for name in _ROOT_FILES if (root / name).is_file())
     return sorted(found)

@@ -1,0 +1,62 @@
+"""Mutations of the draft: its attention, its context and its inputs (runner/draft.py, runner/proposer.py)."""
+
+from verify.mutation import Mutation, register
+
+NUMERICS = "tests/gates/test_gate_numerics.py::test_draft_block_logits_match_dense_reference"
+
+register(
+    Mutation(
+        name="force-causal-block-mask",
+        bug_class="Block attention made causal although the layer is non-causal; seen in a production DFlash port "
+        "where every token-level test stayed green.",
+        file="runner/draft.py",
+        anchor="is_causal=layer.is_causal,",
+        replacement="is_causal=True,",
+        expect_killed_by=(NUMERICS, "tests/gates/test_gate_paths.py::test_forced_causal_mask_drafts_differently"),
+    ),
+    Mutation(
+        name="skip-draft-kv-write",
+        bug_class="The paged K/V write of the context before the draft's read is skipped, so the draft attends over "
+        "unwritten slots (a missing cache write before a paged-attention read).",
+        file="runner/draft.py",
+        anchor="store.write(idx, k_ctx[inputs.ctx_valid], v_ctx[inputs.ctx_valid], ctx_slots)",
+        replacement="pass  # context K/V never written",
+        expect_killed_by=(NUMERICS, "tests/gates/test_gate_paths.py::test_dense_path_drafts_like_paged"),
+    ),
+    Mutation(
+        name="stale-seq-lens",
+        bug_class="The draft's read uses the store's seq_lens instead of the bound extended by the block, dropping the "
+        "block rows from its keys (stale attention metadata).",
+        file="runner/proposer.py",
+        anchor="read_lens=committed + valid.sum(1) if paged else None,",
+        replacement="read_lens=committed if paged else None,",
+        expect_killed_by=(NUMERICS, "tests/gates/test_gate_paths.py::test_dense_path_drafts_like_paged"),
+    ),
+    Mutation(
+        name="draft-context-positions-shifted",
+        bug_class="Context K/V rotated at positions off by one (the HF position_ids slice of the reference taken one "
+        "too late).",
+        file="runner/draft.py",
+        anchor="cos_c, sin_c = self.rotary(inputs.ctx_positions, h.dtype)",
+        replacement="cos_c, sin_c = self.rotary(inputs.ctx_positions + 1, h.dtype)",
+        expect_killed_by=(NUMERICS,),
+    ),
+    Mutation(
+        name="anchor-replaced-by-mask",
+        bug_class="The block is drafted from [MASK x B] without the anchor token (block ids built before the anchor "
+        "is written).",
+        file="runner/proposer.py",
+        anchor="block_ids[:, 0] = torch.tensor([r.anchor for r in requests], device=engine.device)",
+        replacement="pass  # anchor never written into the block",
+        expect_killed_by=(NUMERICS, "tests/gates/test_gate_acceptance.py::test_acceptance_above_measured_floor"),
+    ),
+    Mutation(
+        name="draft-logits-skip-output-multiplier",
+        bug_class="The draft's output_multiplier/softcap are not applied to its logits (config keys read by the "
+        "reference but dropped by a port).",
+        file="runner/draft.py",
+        anchor="logits = lm_head(hidden) * cfg.output_multiplier",
+        replacement="logits = lm_head(hidden) * 0.5",
+        expect_killed_by=(NUMERICS,),
+    ),
+)

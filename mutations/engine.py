@@ -1,0 +1,76 @@
+"""Mutations of the engine's bookkeeping: the position invariant, row moves, commits and the trace
+(runner/engine.py, runner/batch.py, runner/request.py)."""
+
+from verify.mutation import Mutation, register
+
+register(
+    Mutation(
+        name="delete-position-invariant",
+        bug_class="The check that the first pending position equals the draft store's length is removed; a wrong "
+        "context is then drafted from silently (deleted in a production port with the whole suite green).",
+        file="runner/engine.py",
+        anchor="if first != store_len or last + 1 != request.num_committed:",
+        replacement="if False:",
+        expect_killed_by=("tests/gates/test_gate_store.py::test_corrupted_store_raises_position_invariant",),
+    ),
+    Mutation(
+        name="reset-store-on-row-move",
+        bug_class="When rows are compacted, a survivor's draft store is re-initialised (its page mapping reset) while "
+        "its length is carried: it drafts from a wiped context (seen in a production port).",
+        file="runner/batch.py",
+        anchor="self.draft_block_table[dst] = self.draft_block_table[src]",
+        replacement="self.draft_block_table[dst] = 0",
+        expect_killed_by=("tests/gates/test_gate_drafts.py::test_concurrent_batch_drafts_equal_solo",),
+    ),
+    Mutation(
+        name="target-block-table-not-moved",
+        bug_class="Row compaction moves the request but not its target block table (a survivor reads the previous "
+        "occupant's KV pages).",
+        file="runner/batch.py",
+        anchor="self.target_block_table[dst] = self.target_block_table[src]",
+        replacement="pass",
+        expect_killed_by=("tests/gates/test_gate_drafts.py::test_concurrent_batch_drafts_equal_solo",),
+    ),
+    Mutation(
+        name="bonus-from-last-row",
+        bug_class="The bonus token is read from the block's last row instead of the row after the accepted prefix "
+        "(an indexing slip in greedy verification).",
+        file="runner/engine.py",
+        anchor="count, bonus = accepted[row], argmax[row][accepted[row]]",
+        replacement="count, bonus = accepted[row], argmax[row][-1]",
+        expect_killed_by=("tests/gates/test_gate_acceptance.py::test_speculative_equals_plain_decoding",),
+    ),
+    Mutation(
+        name="pending-context-shifted",
+        bug_class="The committed tokens' features are taken one row late, so the draft context is the verified "
+        "block's features shifted by one position.",
+        file="runner/engine.py",
+        anchor="self.rows.pending[row] = taps[row, :produced]",
+        replacement="self.rows.pending[row] = taps[row, 1 : produced + 1]",
+    ),
+    Mutation(
+        name="stop-token-dropped",
+        bug_class="A stop token inside an accepted block ends the request but is not emitted (off-by-one in the "
+        "stop scan).",
+        file="runner/request.py",
+        anchor="produced = i + 1",
+        replacement="produced = i",
+        expect_killed_by=("tests/gates/test_gate_acceptance.py::test_stop_token_ends_inside_an_accepted_block",),
+    ),
+    Mutation(
+        name="budget-overrun",
+        bug_class="max_tokens is exceeded by one when the budget ends inside an accepted block.",
+        file="runner/request.py",
+        anchor="produced = min(len(new_ids), self.max_length - self.num_committed - 1)",
+        replacement="produced = min(len(new_ids), self.max_length - self.num_committed)",
+        expect_killed_by=("tests/gates/test_gate_acceptance.py::test_budget_ends_inside_a_block",),
+    ),
+    Mutation(
+        name="trace-reports-produced-as-accepted",
+        bug_class="The trace records the committed count (accepted + bonus) as the accepted count.",
+        file="runner/engine.py",
+        anchor="drafted_ids=tuple(drafted), accepted=count,",
+        replacement="drafted_ids=tuple(drafted), accepted=produced,",
+        expect_killed_by=("tests/gates/test_gate_trace.py::test_trace_agrees_with_outputs",),
+    ),
+)

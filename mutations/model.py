@@ -1,0 +1,42 @@
+"""Mutations of the model maths and checkpoint loading (runner/layers.py, runner/target.py, runner/config.py,
+runner/loader.py)."""
+
+from verify.mutation import Mutation, register
+
+TARGET = "tests/gates/test_gate_numerics.py::test_target_logits_match_dense_reference"
+
+register(
+    Mutation(
+        name="rope-rotate-half-sign",
+        bug_class="rotate_half with the sign on the wrong half: RoPE rotates backwards (a classic port slip "
+        "between interleaved and half-split conventions).",
+        file="runner/layers.py",
+        anchor="return torch.cat((-x[..., half:], x[..., :half]), dim=-1)",
+        replacement="return torch.cat((x[..., half:], -x[..., :half]), dim=-1)",
+        expect_killed_by=(TARGET,),
+    ),
+    Mutation(
+        name="taps-concatenated-in-wrong-order",
+        bug_class="Tapped target layers are concatenated in reverse order before the draft's fc.",
+        file="runner/target.py",
+        anchor="tapped = torch.cat([taps[i] for i in tap_layer_ids], dim=-1) if tap_layer_ids else None",
+        replacement="tapped = torch.cat([taps[i] for i in reversed(tap_layer_ids)], dim=-1) if tap_layer_ids else None",
+        expect_killed_by=("tests/gates/test_gate_numerics.py::test_draft_block_logits_match_dense_reference",),
+    ),
+    Mutation(
+        name="mask-token-off-by-one",
+        bug_class="The draft's mask_token_id read from the config off by one (the block filled with a real token).",
+        file="runner/config.py",
+        anchor="mask_token_id=int(mask_token_id),",
+        replacement="mask_token_id=int(mask_token_id) - 1,",
+        expect_killed_by=("tests/gates/test_gate_numerics.py::test_draft_block_logits_match_dense_reference",),
+    ),
+    Mutation(
+        name="draft-fit-check-skips-layer-ids",
+        bug_class="A draft whose target_layer_ids do not exist in the target loads anyway (missing fit check).",
+        file="runner/loader.py",
+        anchor="bad = [i for i in draft.target_layer_ids if not 0 <= i < target.num_hidden_layers]",
+        replacement="bad = []",
+        expect_killed_by=("tests/gates/test_gate_checkpoint.py::test_draft_for_another_target_is_refused",),
+    ),
+)

@@ -1,0 +1,181 @@
+"""The `stride` fixture recipe: a synthetic language whose continuation only the context reveals, a small
+Qwen3 target trained on it, and a DFlash draft trained on the target's own tapped states.
+
+Each sequence follows x[t+1] = (x[t] + s) mod M with a per-sequence stride s in 1..5 and an occasional
+restart at a random token. One token says nothing about s; the context does. So a draft that reads the
+right context drafts x+s, x+2s, ... and is accepted; a draft that reads an empty or foreign context cannot
+know s and is rejected. Training runs through the runner's own forward passes (paged target, dense draft
+path): there is no second implementation of the model to drift from the one that serves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch.nn import functional as F
+
+from runner.config import DraftConfig, TargetConfig
+from runner.draft import DFlashDraft, DraftInputs
+from runner.target import Qwen3Target, full_forward
+
+RECIPE_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class StrideRecipe:
+    seed: int = 0
+    num_symbols: int = 46  # tokens 0..45 carry the language; 46 is unused, 47 is the draft's MASK
+    vocab_size: int = 48
+    max_stride: int = 5
+    restart_prob: float = 0.04
+    seq_len: int = 48
+    hidden_size: int = 64
+    intermediate_size: int = 128
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    head_dim: int = 16
+    num_target_layers: int = 2
+    num_draft_layers: int = 2
+    draft_num_heads: int = 4
+    draft_num_kv_heads: int = 2
+    draft_head_dim: int = 16
+    target_layer_ids: tuple[int, ...] = (0, 1)
+    block_size: int = 4
+    batch_size: int = 64
+    target_steps: int = 400
+    draft_steps: int = 600
+    # Block diffusion: during draft training each MASK after the anchor shows its true token with this
+    # probability and the loss covers only the still-masked slots, so the draft learns to read the block
+    # bidirectionally (at serving time every slot is MASK).
+    unmask_prob: float = 0.0
+    # Share of training blocks drafted with no context at all (the block attends only to itself).
+    context_dropout: float = 0.0
+    lr: float = 3e-3
+
+    @property
+    def mask_token_id(self) -> int:
+        return self.vocab_size - 1
+
+
+def sample_sequences(recipe: StrideRecipe, count: int, generator: torch.Generator) -> torch.Tensor:
+    """[count, seq_len] token ids of the stride language."""
+    m = recipe.num_symbols
+    strides = torch.randint(1, recipe.max_stride + 1, (count,), generator=generator)
+    seqs = torch.empty(count, recipe.seq_len, dtype=torch.long)
+    seqs[:, 0] = torch.randint(0, m, (count,), generator=generator)
+    restarts = torch.rand(count, recipe.seq_len, generator=generator) < recipe.restart_prob
+    jumps = torch.randint(0, m, (count, recipe.seq_len), generator=generator)
+    for t in range(1, recipe.seq_len):
+        seqs[:, t] = torch.where(restarts[:, t], jumps[:, t], (seqs[:, t - 1] + strides) % m)
+    return seqs
+
+
+def target_config(recipe: StrideRecipe) -> TargetConfig:
+    return TargetConfig(
+        vocab_size=recipe.vocab_size,
+        hidden_size=recipe.hidden_size,
+        intermediate_size=recipe.intermediate_size,
+        num_hidden_layers=recipe.num_target_layers,
+        num_attention_heads=recipe.num_heads,
+        num_key_value_heads=recipe.num_kv_heads,
+        head_dim=recipe.head_dim,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+    )
+
+
+def draft_config(recipe: StrideRecipe) -> DraftConfig:
+    shapes = TargetConfig(
+        vocab_size=recipe.vocab_size,
+        hidden_size=recipe.hidden_size,
+        intermediate_size=recipe.intermediate_size,
+        num_hidden_layers=recipe.num_draft_layers,
+        num_attention_heads=recipe.draft_num_heads,
+        num_key_value_heads=recipe.draft_num_kv_heads,
+        head_dim=recipe.draft_head_dim,
+        max_position_embeddings=1024,
+    )
+    return DraftConfig(
+        target=shapes,
+        num_target_layers=recipe.num_target_layers,
+        block_size=recipe.block_size,
+        mask_token_id=recipe.mask_token_id,
+        target_layer_ids=recipe.target_layer_ids,
+        layer_types=("full_attention",) * recipe.num_draft_layers,
+    )
+
+
+def train_target(recipe: StrideRecipe, generator: torch.Generator) -> Qwen3Target:
+    target = Qwen3Target(target_config(recipe))
+    opt = torch.optim.AdamW(target.parameters(), lr=recipe.lr, weight_decay=0.0)
+    for _ in range(recipe.target_steps):
+        seqs = sample_sequences(recipe, recipe.batch_size, generator)
+        logits, _ = full_forward(target, seqs)
+        loss = F.cross_entropy(logits[:, :-1].reshape(-1, recipe.vocab_size), seqs[:, 1:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return target.eval()
+
+
+def draft_batch(
+    recipe: StrideRecipe, target: Qwen3Target, generator: torch.Generator
+) -> tuple[DraftInputs, torch.Tensor]:
+    """A training batch for the draft: per sequence one anchor position L; the context is every position < L;
+    labels are the target's greedy continuation after the anchor."""
+    seqs = sample_sequences(recipe, recipe.batch_size, generator)
+    with torch.no_grad():
+        logits, taps = full_forward(target, seqs, recipe.target_layer_ids)
+    assert taps is not None
+    greedy = logits.argmax(-1)  # greedy[t] predicts position t + 1
+    n, length = seqs.shape
+    b = recipe.block_size
+    anchors = torch.randint(2, length - b, (n,), generator=generator)
+    ctx_positions = torch.arange(length - b).expand(n, -1)
+    ctx_valid = ctx_positions < anchors[:, None]
+    ctx_valid &= (torch.rand(n, generator=generator) >= recipe.context_dropout)[:, None]
+    offsets = torch.arange(b)
+    block_positions = anchors[:, None] + offsets
+    block_ids = torch.full((n, b), recipe.mask_token_id)
+    block_ids[:, 0] = seqs.gather(1, anchors[:, None])[:, 0]
+    # The target's greedy chain from the anchor: position L+1 from the true prefix, then its own predictions
+    # (on this language they coincide with the data except at restarts).
+    labels = greedy.gather(1, block_positions[:, :-1])
+    revealed = torch.rand(n, b - 1, generator=generator) < recipe.unmask_prob
+    block_ids[:, 1:] = torch.where(revealed, labels, block_ids[:, 1:])
+    labels = labels.masked_fill(revealed, -100)  # cross_entropy's ignore_index: no loss on revealed slots
+    inputs = DraftInputs(
+        features=taps[:, : length - b],
+        ctx_positions=ctx_positions,
+        ctx_valid=ctx_valid,
+        block_ids=block_ids,
+        block_positions=block_positions,
+        block_valid=torch.ones(n, b, dtype=torch.bool),
+    )
+    return inputs, labels
+
+
+def train_draft(recipe: StrideRecipe, target: Qwen3Target, generator: torch.Generator) -> DFlashDraft:
+    draft = DFlashDraft(draft_config(recipe))
+    for p in target.parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.AdamW(draft.parameters(), lr=recipe.lr, weight_decay=0.0)
+    for _ in range(recipe.draft_steps):
+        inputs, labels = draft_batch(recipe, target, generator)
+        hidden = draft(inputs, target.model.embed_tokens, None)
+        logits = draft.logits(hidden[:, 1:], target.lm_head)
+        loss = F.cross_entropy(logits.reshape(-1, recipe.vocab_size), labels.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return draft.eval()
+
+
+def build(recipe: StrideRecipe) -> tuple[Qwen3Target, DFlashDraft]:
+    """Trains the pair from the recipe's seed on CPU. Deterministic for a given torch build and thread count."""
+    torch.manual_seed(recipe.seed)
+    generator = torch.Generator().manual_seed(recipe.seed)
+    target = train_target(recipe, generator)
+    draft = train_draft(recipe, target, generator)
+    return target, draft

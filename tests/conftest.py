@@ -1,0 +1,51 @@
+"""Shared test fixtures: synthetic checkpoint pairs, the upstream reference oracle, the gpu marker."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from runner.synthetic import PairSpec, write_pair
+
+REPO = Path(__file__).resolve().parents[1]
+
+torch.set_num_threads(1)  # two-core machines: intra-op threads only oversubscribe
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs CUDA")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def reference():
+    """The upstream `dflash.model` (PyPI dflash==0.1.0), installed by the Makefile beside the venv."""
+    path = os.environ.get("DFLASH_REFERENCE_PATH", str(REPO / ".cache" / "ref"))
+    if not (Path(path) / "dflash" / "model.py").is_file():
+        pytest.fail(f"the reference dflash==0.1.0 is not installed at {path}; run `make install`")
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    return importlib.import_module("dflash.model")
+
+
+@pytest.fixture(scope="session")
+def make_pair(tmp_path_factory: pytest.TempPathFactory):
+    """Writes (once per spec) a random target + draft pair as HF folders; returns (target_dir, draft_dir)."""
+    made: dict[PairSpec, tuple[Path, Path]] = {}
+
+    def make(**changes: object) -> tuple[Path, Path]:
+        spec = PairSpec(**changes)  # type: ignore[arg-type]
+        if spec not in made:
+            made[spec] = write_pair(tmp_path_factory.mktemp("pair"), spec)
+        return made[spec]
+
+    return make

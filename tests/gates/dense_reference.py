@@ -1,0 +1,109 @@
+"""An independent dense implementation of the target and the DFlash draft, straight from the HF folders.
+
+It imports nothing from `runner`: plain torch over the safetensors state dicts, whole sequences, no cache, no
+paging, no batching. Gates compare the production paged path against it op by op, so a wrong mask, a skipped
+K/V write or a dropped block row shows up in the logits even when no drafted token changes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+from torch.nn import functional as F
+
+
+class Checkpoint:
+    def __init__(self, folder: Path) -> None:
+        self.cfg = json.loads((folder / "config.json").read_text())
+        self.w = {k: v.float() for k, v in load_file(str(folder / "model.safetensors")).items()}
+        self.heads = self.cfg["num_attention_heads"]
+        self.kv_heads = self.cfg["num_key_value_heads"]
+        self.head_dim = self.cfg.get("head_dim") or self.cfg["hidden_size"] // self.heads
+        self.eps = self.cfg.get("rms_norm_eps", 1e-6)
+        params = self.cfg.get("rope_parameters") or {}
+        self.theta = params.get("rope_theta", self.cfg.get("rope_theta", 10000.0))
+
+
+def rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
+def rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
+    """x: [T, heads, d] rotated by its absolute positions [T] (half-split convention)."""
+    d = x.shape[-1]
+    inv = 1.0 / theta ** (torch.arange(0, d, 2).float() / d)
+    angles = positions.float()[:, None] * inv[None]
+    cos, sin = torch.cat([angles.cos()] * 2, -1)[:, None], torch.cat([angles.sin()] * 2, -1)[:, None]
+    x1, x2 = x[..., : d // 2], x[..., d // 2 :]
+    return x * cos + torch.cat([-x2, x1], -1) * sin
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+    """q: [T, H, d]; k, v: [S, KVH, d]; visible: [T, S] -> [T, H * d], written out without SDPA."""
+    rep = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+    scores = torch.einsum("thd,shd->hts", q, k) / q.shape[-1] ** 0.5
+    scores = scores.masked_fill(~visible[None], float("-inf"))
+    return torch.einsum("hts,shd->thd", scores.softmax(-1), v).reshape(q.shape[0], -1)
+
+
+def _proj(ck: Checkpoint, prefix: str, x: torch.Tensor, heads: int, norm: str | None) -> torch.Tensor:
+    out = (x @ ck.w[f"{prefix}.weight"].T).view(x.shape[0], heads, ck.head_dim)
+    return rms(out, ck.w[norm], ck.eps) if norm else out
+
+
+def _mlp(ck: Checkpoint, p: str, x: torch.Tensor) -> torch.Tensor:
+    gate, up = x @ ck.w[f"{p}.mlp.gate_proj.weight"].T, x @ ck.w[f"{p}.mlp.up_proj.weight"].T
+    return (F.silu(gate) * up) @ ck.w[f"{p}.mlp.down_proj.weight"].T
+
+
+def target_forward(t: Checkpoint, ids: list[int]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Logits [T, V] and every layer's output (HF hidden_states[1:]) for one causal sequence."""
+    pos = torch.arange(len(ids))
+    h = t.w["model.embed_tokens.weight"][torch.tensor(ids)]
+    causal = pos[None, :] <= pos[:, None]
+    outs = []
+    for i in range(t.cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}"
+        x = rms(h, t.w[f"{p}.input_layernorm.weight"], t.eps)
+        q = rope(_proj(t, f"{p}.self_attn.q_proj", x, t.heads, f"{p}.self_attn.q_norm.weight"), pos, t.theta)
+        k = rope(_proj(t, f"{p}.self_attn.k_proj", x, t.kv_heads, f"{p}.self_attn.k_norm.weight"), pos, t.theta)
+        v = _proj(t, f"{p}.self_attn.v_proj", x, t.kv_heads, None)
+        h = h + attention(q, k, v, causal) @ t.w[f"{p}.self_attn.o_proj.weight"].T
+        h = h + _mlp(t, p, rms(h, t.w[f"{p}.post_attention_layernorm.weight"], t.eps))
+        outs.append(h)
+    head = t.w.get("lm_head.weight", t.w["model.embed_tokens.weight"])
+    return rms(h, t.w["model.norm.weight"], t.eps) @ head.T, outs
+
+
+def draft_block_logits(d: Checkpoint, t: Checkpoint, context_ids: list[int], anchor: int, size: int) -> torch.Tensor:
+    """The DFlash draft's logits [size - 1, V] for the block [anchor, MASK...] after `context_ids` (length L)."""
+    dcfg = d.cfg["dflash_config"]
+    _, layer_outs = target_forward(t, context_ids)
+    feats = torch.cat([layer_outs[i] for i in dcfg["target_layer_ids"]], -1)
+    ctx = rms(feats @ d.w["fc.weight"].T, d.w["hidden_norm.weight"], d.eps)
+    L = len(context_ids)
+    ctx_pos, blk_pos = torch.arange(L), torch.arange(L, L + size)
+    ids = torch.tensor([anchor] + [dcfg["mask_token_id"]] * (size - 1))
+    h = t.w["model.embed_tokens.weight"][ids] * dcfg.get("input_embedding_scale", 1.0)
+    layer_types = d.cfg.get("layer_types") or ["full_attention"] * d.cfg["num_hidden_layers"]
+    for i in range(d.cfg["num_hidden_layers"]):
+        p = f"layers.{i}"
+        causal = d.cfg.get("is_causal")
+        causal = layer_types[i] == "sliding_attention" if causal is None else causal
+        key_pos = torch.cat([ctx_pos, blk_pos])
+        visible = key_pos[None, :] <= blk_pos[:, None] if causal else torch.ones(size, L + size, dtype=torch.bool)
+        x = rms(h, d.w[f"{p}.input_layernorm.weight"], d.eps)
+        q = rope(_proj(d, f"{p}.self_attn.q_proj", x, d.heads, f"{p}.self_attn.q_norm.weight"), blk_pos, d.theta)
+        both = torch.cat([ctx, x])
+        k = rope(_proj(d, f"{p}.self_attn.k_proj", both, d.kv_heads, f"{p}.self_attn.k_norm.weight"), key_pos, d.theta)
+        v = _proj(d, f"{p}.self_attn.v_proj", both, d.kv_heads, None)
+        h = h + attention(q, k, v, visible) @ d.w[f"{p}.self_attn.o_proj.weight"].T
+        h = h + _mlp(d, p, rms(h, d.w[f"{p}.post_attention_layernorm.weight"], d.eps))
+    head = t.w.get("lm_head.weight", t.w["model.embed_tokens.weight"])
+    logits = rms(h, d.w["norm.weight"], d.eps)[1:] @ head.T * dcfg.get("output_multiplier", 1.0)
+    cap = dcfg.get("final_logit_softcapping")
+    return torch.tanh(logits / cap) * cap if cap else logits

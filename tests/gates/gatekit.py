@@ -1,0 +1,52 @@
+"""Helpers every gate shares: the shipped fixture's location, engines over it, and the comparison helper that
+refuses to compare degenerate (constant) sequences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from runner import Engine, EngineConfig, SamplingParams
+
+FIXTURE = Path(__file__).resolve().parents[2] / "runner" / "fixtures" / "stride-dflash"
+MAX_TOKENS = 24
+
+
+def make_engine(draft: bool = True, **config: object) -> Engine:
+    options = {"trace": True, **config}
+    return Engine.from_pretrained(
+        FIXTURE / "target",
+        FIXTURE / "draft" if draft else None,
+        config=EngineConfig(**options),  # type: ignore[arg-type]
+    )
+
+
+def greedy(max_tokens: int = MAX_TOKENS, **changes: object) -> SamplingParams:
+    return SamplingParams(max_tokens=max_tokens, **changes)  # type: ignore[arg-type]
+
+
+def assert_not_degenerate(blocks: Sequence[tuple[int, ...]], what: str) -> None:
+    """A comparison arm must carry information: several steps, mostly distinct blocks, more than one id.
+
+    A fixture that drafts the same block at every step makes any drafted-block comparison a tautology.
+    """
+    if len(blocks) < 3:
+        pytest.fail(f"degenerate comparison refused: {what} has only {len(blocks)} drafted steps")
+    distinct = len(set(blocks)) / len(blocks)
+    ids = {t for b in blocks for t in b}
+    if distinct < 0.5 or len(ids) < 3:
+        pytest.fail(
+            f"degenerate comparison refused: {what} drafts {len(set(blocks))} distinct blocks in {len(blocks)} "
+            f"steps over {len(ids)} ids; a constant arm cannot tell a right context from a wrong one"
+        )
+
+
+def assert_same_drafts(actual: Sequence[tuple[int, ...]], expected: Sequence[tuple[int, ...]], what: str) -> None:
+    assert_not_degenerate(actual, f"{what} (actual)")
+    assert_not_degenerate(expected, f"{what} (expected)")
+    for step, (a, e) in enumerate(zip(actual, expected, strict=False)):
+        assert a == e, f"{what}: drafted block differs at step {step}: {a} != {e}"
+    assert len(actual) == len(expected), f"{what}: {len(actual)} drafted steps != {len(expected)}"

@@ -1,0 +1,79 @@
+"""Gate: checkpoints load as written, and a broken or misfit checkpoint is refused by name before any state
+is built. Works on private copies of the shipped fixture; the fixture itself is never modified.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from gatekit import FIXTURE, greedy, make_engine
+from safetensors.torch import load_file, save_file
+
+from runner import CheckpointError, ConfigMismatchError, Engine
+from runner.loader import load_draft, load_target, save_draft, save_target
+
+pytestmark = pytest.mark.gate
+
+
+@pytest.fixture
+def copy(tmp_path: Path) -> Path:
+    shutil.copytree(FIXTURE, tmp_path / "fx")
+    return tmp_path / "fx"
+
+
+def test_round_trip_is_exact(tmp_path: Path, prompts: list[list[int]]) -> None:
+    cpu = torch.device("cpu")
+    target = load_target(FIXTURE / "target", cpu, torch.float32)
+    draft = load_draft(FIXTURE / "draft", target.config, cpu, torch.float32)
+    save_target(target, tmp_path / "t")
+    save_draft(draft, tmp_path / "d")
+    for name in ("target", "draft"):
+        original = load_file(str(FIXTURE / name / "model.safetensors"))
+        saved = load_file(str(tmp_path / name[0] / "model.safetensors"))
+        assert original.keys() == saved.keys()
+        assert all(torch.equal(original[k], saved[k]) for k in original)
+    a = Engine.from_pretrained(tmp_path / "t", tmp_path / "d").generate(prompts[:2], greedy())
+    b = make_engine().generate(prompts[:2], greedy())
+    assert [o.token_ids for o in a] == [o.token_ids for o in b]
+    assert [o.acceptance_lengths for o in a] == [o.acceptance_lengths for o in b]
+
+
+def _edit_config(folder: Path, **changes: object) -> None:
+    path = folder / "config.json"
+    cfg = json.loads(path.read_text())
+    cfg.update(changes)
+    path.write_text(json.dumps(cfg))
+
+
+def test_wrong_shape_is_refused(copy: Path) -> None:
+    weights = load_file(str(copy / "draft" / "model.safetensors"))
+    weights["fc.weight"] = weights["fc.weight"][:, :-1].contiguous()
+    save_file(weights, str(copy / "draft" / "model.safetensors"))
+    with pytest.raises(CheckpointError, match="fc.weight has shape"):
+        Engine.from_pretrained(copy / "target", copy / "draft")
+
+
+def test_missing_tensor_is_refused(copy: Path) -> None:
+    weights = load_file(str(copy / "target" / "model.safetensors"))
+    del weights["model.layers.0.self_attn.k_norm.weight"]
+    save_file(weights, str(copy / "target" / "model.safetensors"))
+    with pytest.raises(CheckpointError, match="missing weights"):
+        Engine.from_pretrained(copy / "target")
+
+
+def test_draft_for_another_target_is_refused(copy: Path) -> None:
+    cfg = json.loads((copy / "draft" / "config.json").read_text())
+    cfg["dflash_config"]["target_layer_ids"] = [0, 7]
+    (copy / "draft" / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ConfigMismatchError, match="target_layer_ids"):
+        Engine.from_pretrained(copy / "target", copy / "draft")
+
+
+def test_malformed_config_is_refused(copy: Path) -> None:
+    (copy / "target" / "config.json").write_text("{not json")
+    with pytest.raises(CheckpointError, match="not valid JSON"):
+        Engine.from_pretrained(copy / "target")

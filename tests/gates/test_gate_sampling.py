@@ -1,0 +1,64 @@
+"""Gate: the sampled path. Top-k 1 and a tiny top-p reduce sampling to greedy; a seeded request samples the
+same alone or batched; and the acceptance rule accepts a drafted token with probability min(1, p/q)
+(checked statistically on the rule itself with a stated tolerance).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from gatekit import greedy, make_engine
+
+from runner import SamplingParams
+from runner.sampling import rejection_accept
+
+pytestmark = pytest.mark.gate
+
+
+@pytest.fixture(scope="module")
+def greedy_tokens(prompts: list[list[int]]) -> list[tuple[int, ...]]:
+    return [o.token_ids for o in make_engine(draft=False).generate(prompts[:4], greedy())]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"temperature": 1.0, "top_k": 1},
+        {"temperature": 1.5, "top_p": 1e-6},
+        {"temperature": 0.7, "top_k": 1, "top_p": 0.5},
+    ],
+    ids=["top-k-1", "tiny-top-p", "both"],
+)
+def test_degenerate_filters_reduce_to_greedy(prompts, greedy_tokens, params: dict) -> None:
+    outs = make_engine().generate(prompts[:4], SamplingParams(max_tokens=24, seed=7, **params))
+    assert [o.token_ids for o in outs] == greedy_tokens
+
+
+def test_seeded_sampling_batched_equals_solo(prompts: list[list[int]]) -> None:
+    params = [SamplingParams(max_tokens=16, temperature=1.0, seed=100 + i) for i in range(4)]
+    batched = make_engine(max_num_seqs=2).generate(prompts[:4], params)
+    for i, p in enumerate(params):
+        (solo,) = make_engine().generate([prompts[i]], p)
+        assert solo.token_ids == batched[i].token_ids
+        assert solo.acceptance_lengths == batched[i].acceptance_lengths
+
+
+def test_acceptance_rule_accepts_with_probability_min_one_p_over_q() -> None:
+    """p(x) = 0.2, q(x) = 0.5: accept with probability 0.4. Over 4000 trials the standard error is 0.0077;
+    the bound 0.035 is 4.5 standard errors, so a correct rule fails it with probability < 1e-5."""
+    vocab = 4
+    p = torch.tensor([[0.2, 0.3, 0.3, 0.2], [0.25, 0.25, 0.25, 0.25]])
+    q = torch.tensor([[0.5, 0.2, 0.2, 0.1]])
+    generator = torch.Generator().manual_seed(0)
+    trials, accepted, residual_hits = 4000, 0, torch.zeros(vocab)
+    for _ in range(trials):
+        count, token = rejection_accept([0], p, q, None, generator)
+        accepted += count
+        if count == 0:
+            residual_hits[token] += 1
+    rate = accepted / trials
+    assert abs(rate - 0.4) < 0.035, f"acceptance rate {rate:.3f}, expected 0.4"
+    # On rejection, the token comes from norm(max(p - q, 0)) = [0, 0.1, 0.1, 0.1] / 0.3.
+    assert residual_hits[0] == 0
+    share = residual_hits[1:] / residual_hits.sum()
+    assert (share - 1 / 3).abs().max() < 0.05

@@ -1,0 +1,194 @@
+"""The fixture audit: proves a fixture pair can discriminate a right draft context from a wrong one.
+
+It drives the production runner (paged engine, greedy) over the fixture's audit prompts and records every
+drafted block. Then, for each request, it replays the same decode with the production draft module fed a
+perturbed context (store reset to empty, another request's context, positions shifted by one), a forced-causal
+block mask, or slightly perturbed weights, and measures how often the drafted block changes and what the
+acceptance length becomes. Greedy verification is lossless, so the target's continuation is the same under
+every perturbation and acceptance can be replayed exactly against it.
+"""
+
+from __future__ import annotations
+
+import copy
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from runner import Engine, EngineConfig, SamplingParams
+from runner.draft import DFlashDraft, DraftInputs
+from runner.target import full_forward
+from verify.thresholds import THRESHOLDS, Figure, Threshold
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    committed: int  # L: the anchor's position
+    pending_from: int  # first position not yet in the draft store (the previous step's L)
+    size: int  # block size of this verify step
+
+
+@dataclass(frozen=True, slots=True)
+class AuditReport:
+    fixture: str
+    figures: tuple[Figure, ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(f.passed for f in self.figures)
+
+    @property
+    def failed(self) -> tuple[Figure, ...]:
+        return tuple(f for f in self.figures if not f.passed)
+
+    def value(self, name: str) -> float:
+        return next(f.value for f in self.figures if f.name == name)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "schema": "dflash-fixture-audit/1",
+            "fixture": self.fixture,
+            "passed": self.passed,
+            "figures": [f.to_dict() for f in self.figures],
+        }
+
+
+ContextFn = Callable[[int, int, int], tuple[torch.Tensor, torch.Tensor]]
+
+
+def _draft_blocks(
+    draft: DFlashDraft, engine: Engine, ids: torch.Tensor, steps: list[Step], context: ContextFn
+) -> tuple[list[tuple[int, ...]], list[float]]:
+    """Drafted blocks (and top-1 minus top-2 logit margins) at each step, through the dense draft path."""
+    block_size = max(s.size for s in steps)
+    feats, poss = zip(*(context(i, s.committed, s.pending_from) for i, s in enumerate(steps)), strict=True)
+    width = max(f.shape[0] for f in feats)  # 0 when every context is empty: the block attends to itself only
+    n = len(steps)
+    features = torch.zeros(n, width, feats[0].shape[-1], dtype=feats[0].dtype)
+    positions = torch.zeros(n, width, dtype=torch.long)
+    valid = torch.zeros(n, width, dtype=torch.bool)
+    for i, (f, p) in enumerate(zip(feats, poss, strict=True)):
+        features[i, : f.shape[0]], positions[i, : f.shape[0]], valid[i, : f.shape[0]] = f, p, True
+    committed = torch.tensor([s.committed for s in steps])
+    block_positions = committed[:, None] + torch.arange(block_size)
+    block_ids = torch.full((n, block_size), draft.config.mask_token_id)
+    block_ids[:, 0] = ids[committed]
+    sizes = torch.tensor([s.size for s in steps])
+    inputs = DraftInputs(
+        features, positions, valid, block_ids, block_positions, torch.arange(block_size)[None] < sizes[:, None]
+    )
+    with torch.inference_mode():
+        hidden = draft(inputs, engine.target.model.embed_tokens, None)
+        logits = draft.logits(hidden[:, 1:], engine.target.lm_head).float()
+    top2 = logits.topk(2, dim=-1).values
+    margins = (top2[..., 0] - top2[..., 1]).flatten().tolist()
+    greedy = logits.argmax(-1).tolist()
+    return [tuple(greedy[i][: s.size - 1]) for i, s in enumerate(steps)], margins
+
+
+def _replay(
+    draft: DFlashDraft, engine: Engine, ids: torch.Tensor, prompt_len: int, max_len: int, block: int, context: ContextFn
+) -> list[int]:
+    """The acceptance lengths greedy decoding would have with this draft context (target output is fixed)."""
+    accepted: list[int] = []
+    committed, pending_from = prompt_len, 0
+    while committed + 1 < max_len:
+        size = min(block, max_len - committed)
+        (drafted,), _ = _draft_blocks(draft, engine, ids, [Step(committed, pending_from, size)], context)
+        truth = ids[committed + 1 : committed + size].tolist()
+        match = 0
+        while match < len(drafted) and drafted[match] == truth[match]:
+            match += 1
+        produced = min(match + 1, max_len - committed - 1)
+        accepted.append(produced)
+        pending_from, committed = committed, committed + produced
+    return accepted
+
+
+def _causal_copy(draft: DFlashDraft) -> DFlashDraft:
+    forced = copy.deepcopy(draft)
+    for layer in forced.layers:
+        layer.is_causal = True
+    return forced
+
+
+def _perturbed_copy(draft: DFlashDraft, scale: float, seed: int) -> DFlashDraft:
+    noisy = copy.deepcopy(draft)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in noisy.parameters():
+            p.add_(scale * p.abs().mean() * torch.randn(p.shape, generator=generator).to(p.dtype))
+    return noisy
+
+
+def audit(fixture_dir: str | Path, prompts: list[list[int]], max_tokens: int = 32) -> AuditReport:
+    root = Path(fixture_dir)
+    engine = Engine.from_pretrained(root / "target", root / "draft", config=EngineConfig(trace=True))
+    assert engine.draft is not None and engine.trace is not None
+    draft = engine.draft
+    outputs = engine.generate(prompts, SamplingParams(max_tokens=max_tokens))
+    block = engine.block_size
+    seqs = [torch.tensor(list(o.prompt_ids) + list(o.token_ids)) for o in outputs]
+    with torch.inference_mode():
+        feats = [full_forward(engine.target, s[None], draft.config.target_layer_ids)[1][0] for s in seqs]  # type: ignore[index]
+
+    traced, changed = [], dict.fromkeys(("reset", "pending_only", "swap", "shift", "causal", "weights"), 0)
+    dense_agree, margins, steps_total = 0, [], 0
+    acceptance: dict[str, list[int]] = {k: [] for k in ("right", "reset", "pending_only", "swap")}
+    causal_draft, noisy_draft = _causal_copy(draft), _perturbed_copy(draft, 0.02, seed=1)
+    for i, out in enumerate(outputs):
+        records = engine.trace.for_request(out.request_id)
+        steps = [Step(r.committed_len, r.store_len_before, r.positions[1] - r.positions[0] + 1) for r in records]
+        other = feats[(i + 1) % len(feats)]
+        ids, f = seqs[i], feats[i]
+        contexts: dict[str, ContextFn] = {
+            "right": lambda _, L, __, f=f: (f[:L], torch.arange(L)),
+            "reset": lambda _, L, __, f=f: (f[:0], torch.arange(0)),
+            "pending_only": lambda _, L, p, f=f: (f[p:L], torch.arange(p, L)),
+            "swap": lambda _, L, __, o=other: (o[: min(L, o.shape[0])], torch.arange(min(L, o.shape[0]))),
+            "shift": lambda _, L, __, f=f: (f[:L], torch.arange(1, L + 1)),
+        }
+        right, m = _draft_blocks(draft, engine, ids, steps, contexts["right"])
+        margins += m
+        traced += [r.drafted_ids for r in records]
+        dense_agree += sum(a == r.drafted_ids for a, r in zip(right, records, strict=True))
+        steps_total += len(steps)
+        for name in ("reset", "pending_only", "swap", "shift"):
+            moved, _ = _draft_blocks(draft, engine, ids, steps, contexts[name])
+            changed[name] += sum(a != b for a, b in zip(moved, right, strict=True))
+        for name, variant in (("causal", causal_draft), ("weights", noisy_draft)):
+            moved, _ = _draft_blocks(variant, engine, ids, steps, contexts["right"])
+            changed[name] += sum(a != b for a, b in zip(moved, right, strict=True))
+        max_len = len(out.prompt_ids) + max_tokens
+        for name in acceptance:
+            acceptance[name] += _replay(draft, engine, ids, len(out.prompt_ids), max_len, block, contexts[name])
+
+    engine_acceptance = [a for o in outputs for a in o.acceptance_lengths]
+    per_position = [len({b[j] for b in traced if len(b) > j}) for j in range(block - 1)]
+    right_acc = statistics.fmean(engine_acceptance)
+
+    def fig(name: str, value: float) -> Figure:
+        return Figure(name, value, THRESHOLDS.get(name, Threshold.none()), block_size=block)
+
+    figures = (
+        fig("block_diversity", len(set(traced)) / len(traced)),
+        fig("distinct_ids_per_position_min", float(min(per_position))),
+        fig("context_sensitivity_reset", changed["reset"] / steps_total),
+        fig("context_sensitivity_pending_only", changed["pending_only"] / steps_total),
+        fig("context_sensitivity_swap", changed["swap"] / steps_total),
+        fig("context_sensitivity_shift", changed["shift"] / steps_total),
+        fig("mask_sensitivity_causal", changed["causal"] / steps_total),
+        fig("weight_sensitivity", changed["weights"] / steps_total),
+        fig("acceptance_right", right_acc),
+        fig("acceptance_replay_right", statistics.fmean(acceptance["right"])),
+        fig("acceptance_reset_ratio", statistics.fmean(acceptance["reset"]) / right_acc),
+        fig("acceptance_pending_only_ratio", statistics.fmean(acceptance["pending_only"]) / right_acc),
+        fig("acceptance_swap_ratio", statistics.fmean(acceptance["swap"]) / right_acc),
+        fig("dense_paged_agreement", dense_agree / steps_total),
+        fig("margin_p10", statistics.quantiles(margins, n=10)[0]),
+        fig("margin_median", statistics.median(margins)),
+    )
+    return AuditReport(root.name, figures)

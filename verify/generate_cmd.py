@@ -1,0 +1,87 @@
+"""`dflash generate`: run the runner on one prompt and print its tokens, acceptance lengths and speed."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from runner import Engine, RunnerError, SamplingParams
+
+DEFAULTS = SamplingParams()
+
+
+def _prompt_ids(target: Path, prompt_ids: str | None, prompt: str | None) -> list[int]:
+    if (prompt_ids is None) == (prompt is None):
+        raise typer.BadParameter("give exactly one of --prompt-ids and --prompt")
+    if prompt_ids is not None:
+        try:
+            return [int(t) for t in prompt_ids.replace(",", " ").split()]
+        except ValueError as exc:
+            raise typer.BadParameter(f"--prompt-ids must be integers: {exc}") from exc
+    tokenizer_file = target / "tokenizer.json"
+    if not tokenizer_file.is_file():
+        raise typer.BadParameter(f"--prompt needs {tokenizer_file}; use --prompt-ids")
+    from tokenizers import Tokenizer  # imported only when text prompts are used
+
+    return Tokenizer.from_file(str(tokenizer_file)).encode(str(prompt)).ids
+
+
+def _timed(engine: Engine, ids: list[int], params: SamplingParams) -> tuple[dict, float]:
+    start = time.perf_counter()
+    (out,) = engine.generate([ids], params)
+    elapsed = time.perf_counter() - start
+    lengths = list(out.acceptance_lengths)
+    return {
+        "token_ids": list(out.token_ids),
+        "acceptance_lengths": lengths,
+        "mean_acceptance": sum(lengths) / len(lengths) if lengths else 0.0,
+        "finish_reason": out.finish_reason,
+        "tokens_per_s": len(out.token_ids) / elapsed,
+    }, elapsed
+
+
+def generate(
+    target: Annotated[Path, typer.Option(help="Target checkpoint folder (HF format).")],
+    draft: Annotated[Path | None, typer.Option(help="DFlash draft folder; omit for plain decoding.")] = None,
+    prompt_ids: Annotated[str | None, typer.Option(help='Prompt token ids, e.g. "1 2 3".')] = None,
+    prompt: Annotated[str | None, typer.Option(help="Prompt text (needs tokenizer.json in the target).")] = None,
+    max_tokens: Annotated[int, typer.Option(help="Tokens to generate.")] = DEFAULTS.max_tokens,
+    temperature: Annotated[float, typer.Option(help="0 for greedy.")] = DEFAULTS.temperature,
+    seed: Annotated[int | None, typer.Option(help="Per-request seed for sampling.")] = None,
+    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
+    dtype: Annotated[str, typer.Option(help="float32 or bfloat16.")] = "float32",
+    compare_plain: Annotated[bool, typer.Option(help="Also run plain decoding and compare speed.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Generate from one prompt with speculative (or plain) decoding."""
+    ids = _prompt_ids(target, prompt_ids, prompt)
+    try:
+        params = SamplingParams(max_tokens=max_tokens, temperature=temperature, seed=seed)
+        engine = Engine.from_pretrained(target, draft, device=device, dtype=dtype)
+        _timed(engine, ids, params)  # warm-up: first-call allocations are not decoding speed
+        result, _ = _timed(engine, ids, params)
+        report = {"speculative" if draft else "plain": result}
+        if compare_plain and draft is not None:
+            plain = Engine.from_pretrained(target, None, device=device, dtype=dtype)
+            _timed(plain, ids, params)
+            report["plain"], _ = _timed(plain, ids, params)
+            report["speedup"] = result["tokens_per_s"] / report["plain"]["tokens_per_s"]
+            report["same_tokens"] = report["plain"]["token_ids"] == result["token_ids"]
+    except RunnerError as exc:
+        typer.echo(f"error: {type(exc).__name__}: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if as_json:
+        typer.echo(json.dumps(report))
+        return
+    for name, run in report.items():
+        if not isinstance(run, dict):
+            continue
+        typer.echo(f"[{name}] tokens: {' '.join(map(str, run['token_ids']))}")
+        typer.echo(f"[{name}] acceptance lengths: {run['acceptance_lengths']} (mean {run['mean_acceptance']:.2f})")
+        typer.echo(f"[{name}] {run['tokens_per_s']:.1f} tokens/s")
+    if "speedup" in report:
+        typer.echo(f"speculative / plain: {report['speedup']:.2f}x, same tokens: {report['same_tokens']}")

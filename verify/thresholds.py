@@ -1,0 +1,72 @@
+"""The audit's thresholds, stated once: every figure the audit prints carries the bound it must clear.
+
+A leaf: no internal imports.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Threshold:
+    low: float = -math.inf  # the figure must be >= low
+    high: float = math.inf  # ... and <= high
+    block_size: int | None = None  # the bound holds at this block size only
+
+    @classmethod
+    def none(cls) -> Threshold:
+        return cls()
+
+    @property
+    def text(self) -> str:
+        if self.low == -math.inf and self.high == math.inf:
+            return "(reported)"
+        if self.high == math.inf:
+            return f">= {self.low:g}"
+        if self.low == -math.inf:
+            return f"<= {self.high:g}"
+        return f"in [{self.low:g}, {self.high:g}]"
+
+
+THRESHOLDS: dict[str, Threshold] = {
+    # A constant draft scores ~0: every drafted-token comparison would compare one constant with another.
+    "block_diversity": Threshold(low=0.8),
+    # The draft must depend on its context: an emptied store changes nearly every block.
+    "context_sensitivity_reset": Threshold(low=0.9),
+    # A forced-causal block mask must change the drafts, or no gate can see that bug.
+    "mask_sensitivity_causal": Threshold(low=0.5),
+    "acceptance_right": Threshold(low=2.5, block_size=4),
+    # With the store reset, acceptance must collapse to at most 60% of the right-context figure.
+    "acceptance_reset_ratio": Threshold(high=0.6),
+    # The audit's own replay must agree with the engine, or its other figures mean nothing.
+    "dense_paged_agreement": Threshold(low=0.99),
+    "weight_sensitivity": Threshold(low=0.05),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    name: str
+    value: float
+    threshold: Threshold
+    block_size: int | None = None
+
+    @property
+    def applies(self) -> bool:
+        return self.threshold.block_size is None or self.threshold.block_size == self.block_size
+
+    @property
+    def passed(self) -> bool:
+        if not self.applies:
+            return True
+        return self.threshold.low <= self.value <= self.threshold.high
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "value": self.value,
+            "threshold": self.threshold.text if self.applies else "(n/a at this block size)",
+            "passed": self.passed,
+        }
