@@ -48,15 +48,21 @@ Pair = tuple[Path, Path]
 
 
 @pytest.fixture(scope="session")
-def agreeing_pair(make_pair) -> Pair:
-    """(target_dir, draft_dir) of a vocab-8 DFlash pair whose greedy acceptance lengths vary (1 to 5)."""
-    return make_pair(**AGREEING_PAIR)
+def make_agreeing_pair(make_pair) -> Callable[..., Pair]:
+    """make_pair with the agreeing pair's vocab and seed; other PairSpec fields may change."""
+    return lambda **changes: make_pair(**{**AGREEING_PAIR, **changes})
 
 
 @pytest.fixture(scope="session")
-def agreeing_pair2(make_pair) -> Pair:
+def agreeing_pair(make_agreeing_pair) -> Pair:
+    """(target_dir, draft_dir) of a vocab-8 DFlash pair whose greedy acceptance lengths vary (1 to 5)."""
+    return make_agreeing_pair()
+
+
+@pytest.fixture(scope="session")
+def agreeing_pair2(make_agreeing_pair) -> Pair:
     """The same kind of pair with a DFlash2 draft (candidate selector, dynamic convolutions)."""
-    return make_pair(**AGREEING_PAIR, kind="dflash2")
+    return make_agreeing_pair(kind="dflash2")
 
 
 @pytest.fixture(scope="session")
