@@ -58,6 +58,14 @@ register(
         expect_killed_by=("tests/gates/test_gate_acceptance.py::test_stop_token_ends_inside_an_accepted_block",),
     ),
     Mutation(
+        name="first-token-ignores-budget",
+        bug_class="A request with max_tokens=1 is not finished by its prefill token and decodes one more.",
+        file="runner/request.py",
+        anchor="elif self.num_committed + 1 >= self.max_length:",
+        replacement="elif self.num_committed + 1 > self.max_length:",
+        expect_killed_by=("tests/gates/test_gate_acceptance.py::test_budget_ends_inside_a_block[1]",),
+    ),
+    Mutation(
         name="budget-overrun",
         bug_class="max_tokens is exceeded by one when the budget ends inside an accepted block.",
         file="runner/request.py",
@@ -69,8 +77,8 @@ register(
         name="trace-reports-produced-as-accepted",
         bug_class="The trace records the committed count (accepted + bonus) as the accepted count.",
         file="runner/engine.py",
-        anchor="drafted_ids=tuple(drafted), accepted=count,",
-        replacement="drafted_ids=tuple(drafted), accepted=produced,",
+        anchor="accepted=count,",
+        replacement="accepted=produced,",
         expect_killed_by=("tests/gates/test_gate_trace.py::test_trace_agrees_with_outputs",),
     ),
 )

@@ -39,4 +39,30 @@ register(
         replacement="bad = []",
         expect_killed_by=("tests/gates/test_gate_checkpoint.py::test_draft_for_another_target_is_refused",),
     ),
+    Mutation(
+        name="target-shape-check-skipped",
+        bug_class="Target weights are loaded without checking names and shapes against the config, so a truncated "
+        "checkpoint fails late with an unnamed error (or loads garbage into a tied head).",
+        file="runner/loader.py",
+        anchor="check_weights(weights, Qwen3Target.expected_shapes(cfg), str(folder))",
+        replacement="pass",
+        expect_killed_by=("tests/gates/test_gate_checkpoint.py::test_missing_tensor_is_refused",),
+    ),
+    Mutation(
+        name="draft-shape-check-skipped",
+        bug_class="Draft weights are loaded without the shape check (a draft for a different hidden size loads "
+        "until the first matmul).",
+        file="runner/loader.py",
+        anchor="check_weights(weights, DFlashDraft.expected_shapes(cfg), str(folder))",
+        replacement="pass",
+        expect_killed_by=("tests/gates/test_gate_checkpoint.py::test_wrong_shape_is_refused",),
+    ),
+    Mutation(
+        name="malformed-config-escapes",
+        bug_class="A malformed config.json escapes as a raw JSONDecodeError instead of a named CheckpointError.",
+        file="runner/checkpoint.py",
+        anchor="except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:",
+        replacement="except OSError as exc:",
+        expect_killed_by=("tests/gates/test_gate_checkpoint.py::test_malformed_config_is_refused",),
+    ),
 )
