@@ -52,6 +52,11 @@ class StrideRecipe:
     # Share of training blocks drafted with no context at all (the block attends only to itself).
     context_dropout: float = 0.0
     lr: float = 3e-3
+    kind: str = "dflash"  # "dflash2": grouped dynamic conv + candidate selector, trained on the walk too
+    conv_kernel_size: int = 3
+    conv_group_size: int = 16
+    selector_rank: int = 16
+    selector_top_k: int = 4
 
     @property
     def mask_token_id(self) -> int:
@@ -103,6 +108,11 @@ def draft_config(recipe: StrideRecipe) -> DraftConfig:
         mask_token_id=recipe.mask_token_id,
         target_layer_ids=recipe.target_layer_ids,
         layer_types=("full_attention",) * recipe.num_draft_layers,
+        kind=recipe.kind,
+        conv_kernel_size=recipe.conv_kernel_size if recipe.kind == "dflash2" else 0,
+        conv_group_size=recipe.conv_group_size if recipe.kind == "dflash2" else 0,
+        selector_rank=recipe.selector_rank if recipe.kind == "dflash2" else 0,
+        selector_top_k=recipe.selector_top_k if recipe.kind == "dflash2" else 0,
     )
 
 
@@ -166,10 +176,32 @@ def train_draft(recipe: StrideRecipe, target: Qwen3Target, generator: torch.Gene
         hidden = draft(inputs, target.model.embed_tokens, None)
         logits = draft.logits(hidden[:, 1:], target.lm_head)
         loss = F.cross_entropy(logits.reshape(-1, recipe.vocab_size), labels.reshape(-1))
+        if draft.candidate_selector is not None:
+            loss = loss + selector_loss(draft, hidden[:, 1:], logits, inputs.block_ids[:, 0], labels)
         opt.zero_grad()
         loss.backward()
         opt.step()
     return draft.eval()
+
+
+def selector_loss(
+    draft: DFlashDraft, hidden: torch.Tensor, logits: torch.Tensor, anchors: torch.Tensor, labels: torch.Tensor
+) -> torch.Tensor:
+    """Cross-entropy of the walk's scores over the top-k candidates, teacher-forced: each step's predecessor is
+    the previous label (the anchor first), as the walk sees it when every earlier choice was right."""
+    selector = draft.candidate_selector
+    assert selector is not None
+    unary, candidates = torch.topk(logits, selector.top_k, dim=-1)
+    projected = selector.hidden_projection(hidden)
+    previous = torch.cat([anchors[:, None], labels[:, :-1].clamp_min(0)], dim=1)
+    pairwise = torch.einsum(
+        "bnr,bnkr->bnk", selector.predecessor_codebook(previous) * projected, selector.successor_codebook(candidates)
+    )
+    hits = candidates == labels[..., None]
+    usable = hits.any(-1) & (labels >= 0)
+    if not usable.any():
+        return logits.sum() * 0.0
+    return F.cross_entropy((unary + pairwise)[usable], hits.float().argmax(-1)[usable])
 
 
 def build(recipe: StrideRecipe) -> tuple[Qwen3Target, DFlashDraft]:

@@ -83,9 +83,14 @@ def _draft_blocks(
     with torch.inference_mode():
         hidden = draft(inputs, engine.target.model.embed_tokens, None)
         logits = draft.logits(hidden[:, 1:], engine.target.lm_head).float()
-    top2 = logits.topk(2, dim=-1).values
-    margins = (top2[..., 0] - top2[..., 1]).flatten().tolist()
-    greedy = logits.argmax(-1).tolist()
+        top2 = logits.topk(2, dim=-1).values
+        margins = (top2[..., 0] - top2[..., 1]).flatten().tolist()
+        if draft.candidate_selector is not None:
+            # DFlash2 drafts by the selector's walk, never by the per-slot argmax.
+            path, _, _ = draft.candidate_selector.walk(hidden[:, 1:], logits, block_ids[:, 0], [0.0] * n, [None] * n)
+            greedy = path.tolist()
+        else:
+            greedy = logits.argmax(-1).tolist()
     return [tuple(greedy[i][: s.size - 1]) for i, s in enumerate(steps)], margins
 
 

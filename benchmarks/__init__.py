@@ -1,0 +1,1 @@
+"""`make bench`: measured figures for the README (never timed tests)."""
