@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from runner import Engine, EngineConfig, SamplingParams
-from runner.draft import DFlashDraft, DraftInputs
+from runner.draft import DFlashDraft, DraftInputs, DraftLayer
 from runner.target import full_forward
 from verify.thresholds import THRESHOLDS, Figure, Threshold
 
@@ -113,9 +113,32 @@ def _replay(
     return accepted
 
 
+def _contexts(f: torch.Tensor, other: torch.Tensor) -> dict[str, ContextFn]:
+    """The draft contexts the audit compares, each (step, L, pending_from) -> (features, positions)."""
+
+    def right(_: int, L: int, __: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return f[:L], torch.arange(L)
+
+    def reset(_: int, L: int, __: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return f[:0], torch.arange(0)  # the store reset to empty and nothing pending
+
+    def pending_only(_: int, L: int, pending_from: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return f[pending_from:L], torch.arange(pending_from, L)  # the store emptied, pending rows kept
+
+    def swap(_: int, L: int, __: int) -> tuple[torch.Tensor, torch.Tensor]:
+        n = min(L, other.shape[0])
+        return other[:n], torch.arange(n)  # another request's context
+
+    def shift(_: int, L: int, __: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return f[:L], torch.arange(1, L + 1)  # the right features at positions off by one
+
+    return {"right": right, "reset": reset, "pending_only": pending_only, "swap": swap, "shift": shift}
+
+
 def _causal_copy(draft: DFlashDraft) -> DFlashDraft:
     forced = copy.deepcopy(draft)
     for layer in forced.layers:
+        assert isinstance(layer, DraftLayer)
         layer.is_causal = True
     return forced
 
@@ -149,13 +172,7 @@ def audit(fixture_dir: str | Path, prompts: list[list[int]], max_tokens: int = 3
         steps = [Step(r.committed_len, r.store_len_before, r.positions[1] - r.positions[0] + 1) for r in records]
         other = feats[(i + 1) % len(feats)]
         ids, f = seqs[i], feats[i]
-        contexts: dict[str, ContextFn] = {
-            "right": lambda _, L, __, f=f: (f[:L], torch.arange(L)),
-            "reset": lambda _, L, __, f=f: (f[:0], torch.arange(0)),
-            "pending_only": lambda _, L, p, f=f: (f[p:L], torch.arange(p, L)),
-            "swap": lambda _, L, __, o=other: (o[: min(L, o.shape[0])], torch.arange(min(L, o.shape[0]))),
-            "shift": lambda _, L, __, f=f: (f[:L], torch.arange(1, L + 1)),
-        }
+        contexts = _contexts(f, other)
         right, m = _draft_blocks(draft, engine, ids, steps, contexts["right"])
         margins += m
         traced += [r.drafted_ids for r in records]

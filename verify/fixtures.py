@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 import runner
-from runner.fixture_recipe import RECIPE_VERSION, StrideRecipe, build, sample_sequences
+from runner.fixture_recipe import RECIPE_VERSION, StrideRecipe, build
 from runner.loader import save_draft, save_target
 from verify.audit import AuditReport, audit
 
@@ -40,11 +40,15 @@ class BuildResult:
 
 
 def audit_prompts(recipe: StrideRecipe, count: int = 10) -> list[list[int]]:
-    """Fixed prompts, two per stride class on average, lengths 8..12, from a seed apart from training's."""
+    """Fixed prompts: every stride class equally often, random starts, lengths 8..12, from a seed apart from
+    training's. Spreading the strides keeps two prompts from walking the same progression."""
     generator = torch.Generator().manual_seed(recipe.seed + 10_000)
-    clean = dataclasses.replace(recipe, seq_len=12, restart_prob=0.0)
-    seqs = sample_sequences(clean, count, generator).tolist()
-    return [s[: 8 + i % 5] for i, s in enumerate(seqs)]
+    starts = torch.randint(0, recipe.num_symbols, (count,), generator=generator).tolist()
+    prompts = []
+    for i, start in enumerate(starts):
+        stride = 1 + i % recipe.max_stride
+        prompts.append([(start + k * stride) % recipe.num_symbols for k in range(8 + i % 5)])
+    return prompts
 
 
 def file_hashes(folder: Path) -> dict[str, str]:
