@@ -164,6 +164,7 @@ def params_of(case: Case) -> SamplingParams:
 
 # Every block size on the plain drafts; the config variants at block size 4.
 COMBOS = [(kind, "plain", b) for kind in ("dflash", "dflash2") for b in BLOCK_SIZES] + [
+    ("dflash", "plain", 1),  # no drafting at all: plain decoding on both sides
     ("dflash", "sliding-causal", 4),
     ("dflash", "all-causal", 4),
     ("dflash", "scaled-softcap", 4),
@@ -184,7 +185,7 @@ def test_greedy_equals_reference_alone_and_batched(
         (out,) = engine.generate([list(case.prompt)], params_of(case))
         assert ours(out, engine) == expected[name], f"{name} alone"
 
-    # A request that finishes at prefill is decoded anyway when batched (see test_batching's xfail); it is
+    # A request that finishes at prefill is decoded anyway when batched (see test_runner_batching's xfail); it is
     # left out here so that this test keeps guarding everything else.
     names = [name for name in CASES if name != "p1-max1"]
     cases = [CASES[name] for name in names]
