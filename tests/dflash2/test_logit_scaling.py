@@ -37,14 +37,15 @@ def first_drafts(pair) -> tuple[list[tuple[int, ...]], list[list[int]]]:
         return out
 
     draft.logits = logits
-    blocks = []
+    blocks, firsts = [], []
     for prompt in PROMPTS:
+        first_call = len(argmaxes)
         # max_tokens = B + 1: one full draft after the prefill token, then a shorter one.
         (out,) = engine.generate([list(prompt)], SamplingParams(max_tokens=BLOCK_SIZE + 1))
         assert engine.trace is not None
         blocks.append(engine.trace.drafted_blocks(out.request_id)[0])
-    firsts = [a for a in argmaxes if len(a) == BLOCK_SIZE - 1]
-    assert len(firsts) == len(PROMPTS)
+        firsts.append(argmaxes[first_call])
+    assert all(len(block) == BLOCK_SIZE - 1 for block in blocks)
     return blocks, firsts
 
 
