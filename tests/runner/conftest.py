@@ -1,5 +1,4 @@
-"""Fixtures of the runner's tests: a synthetic pair whose draft often agrees with its target, engine builders,
-and solo runs to compare batched runs against.
+"""Fixtures of the runner's tests: synthetic pairs whose draft often agrees with its target.
 
 A random draft almost never guesses its random target's next token, so acceptance lengths would all be 1 and
 any comparison of them blind. With a vocab of 8, random agreement is frequent: the pair below (found by a
@@ -40,7 +39,6 @@ def _use_the_real_runner_package() -> None:
 
 _use_the_real_runner_package()
 
-from runner import Engine, EngineConfig, GenerationOutput, SamplingParams  # noqa: E402
 
 AGREEING_PAIR = {"vocab_size": 8, "seed": 0}
 
@@ -63,21 +61,3 @@ def agreeing_pair(make_agreeing_pair) -> Pair:
 def agreeing_pair2(make_agreeing_pair) -> Pair:
     """The same kind of pair with a DFlash2 draft (candidate selector, dynamic convolutions)."""
     return make_agreeing_pair(kind="dflash2")
-
-
-@pytest.fixture(scope="session")
-def solo_run() -> Callable[..., tuple[GenerationOutput, list[tuple[int, ...]]]]:
-    """Runs one prompt alone on a fresh engine: returns its output and its drafted block per verify step."""
-
-    def run(
-        pair: Pair, prompt: list[int], params: SamplingParams, use_draft: bool = True, **config: object
-    ) -> tuple[GenerationOutput, list[tuple[int, ...]]]:
-        target_dir, draft_dir = pair
-        engine = Engine.from_pretrained(
-            target_dir, draft_dir if use_draft else None, config=EngineConfig(trace=True, **config)
-        )
-        (out,) = engine.generate([prompt], params)
-        assert engine.trace is not None
-        return out, engine.trace.drafted_blocks(out.request_id)
-
-    return run

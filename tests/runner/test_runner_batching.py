@@ -14,17 +14,16 @@ from runner import Engine, EngineConfig, SamplingParams
 from runner.trace import StepRecord
 
 CONFIG = {"page_size": 4, "block_size": 4}  # pages of 4: blocks and pages cross each other's boundaries
-GREEDY = SamplingParams  # alias for the table below
 
 # (prompt, params, step after which it is added; 0 = before the first step)
 REQUESTS = [
-    ([1, 2, 3, 4, 5], GREEDY(max_tokens=14), 0),
-    ([0, 3], GREEDY(max_tokens=3), 0),
+    ([1, 2, 3, 4, 5], SamplingParams(max_tokens=14), 0),
+    ([0, 3], SamplingParams(max_tokens=3), 0),
     ([5, 4, 3, 2, 1, 0, 1], SamplingParams(max_tokens=10, temperature=0.9, seed=7), 0),
-    ([4], GREEDY(max_tokens=12), 1),
-    ([3, 2, 4], GREEDY(max_tokens=16, stop_token_ids=(0,)), 1),
+    ([4], SamplingParams(max_tokens=12), 1),
+    ([3, 2, 4], SamplingParams(max_tokens=16, stop_token_ids=(0,)), 1),
     ([6, 6, 2, 1], SamplingParams(max_tokens=9, temperature=1.2, top_k=3, seed=3), 3),
-    ([2, 6], GREEDY(max_tokens=7), 3),
+    ([2, 6], SamplingParams(max_tokens=7), 3),
 ]
 
 
