@@ -7,38 +7,10 @@ small seed search, and re-checked by the tests that rely on it) accepts blocks o
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _use_the_real_runner_package() -> None:
-    """Undoes a shadowing: without tests/__init__.py, pytest puts tests/ on sys.path, and there this folder,
-    tests/runner/, is found as a namespace package `runner` before the editable install's finder runs. The
-    submodules still load from runner/ (the finder maps them), but `from runner import Engine` fails.
-    """
-    module = sys.modules.get("runner")
-    if module is None or getattr(module, "__file__", None) is not None:
-        return
-    spec = importlib.util.spec_from_file_location(
-        "runner", REPO / "runner" / "__init__.py", submodule_search_locations=[str(REPO / "runner")]
-    )
-    assert spec is not None and spec.loader is not None
-    real = importlib.util.module_from_spec(spec)
-    sys.modules["runner"] = real
-    for name, submodule in list(sys.modules.items()):
-        if name.startswith("runner.") and name.count(".") == 1:
-            setattr(real, name.split(".")[1], submodule)
-    spec.loader.exec_module(real)
-
-
-_use_the_real_runner_package()
-
 
 AGREEING_PAIR = {"vocab_size": 8, "seed": 0}
 
