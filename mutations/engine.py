@@ -81,4 +81,12 @@ register(
         replacement="accepted=produced,",
         expect_killed_by=("tests/gates/test_gate_trace.py::test_trace_agrees_with_outputs",),
     ),
+    Mutation(
+        name="trace-drops-first-step",
+        bug_class="The trace's per-request view loses the request's first step (an off-by-one in a filter).",
+        file="runner/trace.py",
+        anchor="return [r for r in self.records if r.request_id == request_id]",
+        replacement="return [r for r in self.records if r.request_id == request_id][1:]",
+        expect_killed_by=("tests/gates/test_gate_trace.py::test_trace_agrees_with_outputs",),
+    ),
 )

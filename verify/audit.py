@@ -61,8 +61,9 @@ ContextFn = Callable[[int, int, int], tuple[torch.Tensor, torch.Tensor]]
 
 def _draft_blocks(
     draft: DFlashDraft, engine: Engine, ids: torch.Tensor, steps: list[Step], context: ContextFn
-) -> tuple[list[tuple[int, ...]], list[float]]:
-    """Drafted blocks (and top-1 minus top-2 logit margins) at each step, through the dense draft path."""
+) -> tuple[list[tuple[int, ...]], list[float], list[tuple[int, ...]]]:
+    """Drafted blocks, top-1 minus top-2 logit margins, and the per-slot argmax blocks at each step, through the
+    dense draft path (for DFlash2 the drafted block is the candidate walk's, never the argmax)."""
     block_size = max(s.size for s in steps)
     feats, poss = zip(*(context(i, s.committed, s.pending_from) for i, s in enumerate(steps)), strict=True)
     width = max(f.shape[0] for f in feats)  # 0 when every context is empty: the block attends to itself only
@@ -85,13 +86,16 @@ def _draft_blocks(
         logits = draft.logits(hidden[:, 1:], engine.target.lm_head).float()
         top2 = logits.topk(2, dim=-1).values
         margins = (top2[..., 0] - top2[..., 1]).flatten().tolist()
+        argmax = logits.argmax(-1).tolist()
+        greedy = argmax
         if draft.candidate_selector is not None:
-            # DFlash2 drafts by the selector's walk, never by the per-slot argmax.
             path, _, _ = draft.candidate_selector.walk(hidden[:, 1:], logits, block_ids[:, 0], [0.0] * n, [None] * n)
             greedy = path.tolist()
-        else:
-            greedy = logits.argmax(-1).tolist()
-    return [tuple(greedy[i][: s.size - 1]) for i, s in enumerate(steps)], margins
+
+    def cut(rows: list[list[int]]) -> list[tuple[int, ...]]:
+        return [tuple(rows[i][: s.size - 1]) for i, s in enumerate(steps)]
+
+    return cut(greedy), margins, cut(argmax)
 
 
 def _replay(
@@ -102,7 +106,7 @@ def _replay(
     committed, pending_from = prompt_len, 0
     while committed + 1 < max_len:
         size = min(block, max_len - committed)
-        (drafted,), _ = _draft_blocks(draft, engine, ids, [Step(committed, pending_from, size)], context)
+        (drafted,), _, _ = _draft_blocks(draft, engine, ids, [Step(committed, pending_from, size)], context)
         truth = ids[committed + 1 : committed + size].tolist()
         match = 0
         while match < len(drafted) and drafted[match] == truth[match]:
@@ -164,7 +168,7 @@ def audit(fixture_dir: str | Path, prompts: list[list[int]], max_tokens: int = 3
         feats = [full_forward(engine.target, s[None], draft.config.target_layer_ids)[1][0] for s in seqs]  # type: ignore[index]
 
     traced, changed = [], dict.fromkeys(("reset", "pending_only", "swap", "shift", "causal", "weights"), 0)
-    dense_agree, margins, steps_total = 0, [], 0
+    dense_agree, margins, steps_total, walk_departs = 0, [], 0, 0
     acceptance: dict[str, list[int]] = {k: [] for k in ("right", "reset", "pending_only", "swap")}
     causal_draft, noisy_draft = _causal_copy(draft), _perturbed_copy(draft, 0.02, seed=1)
     for i, out in enumerate(outputs):
@@ -173,16 +177,17 @@ def audit(fixture_dir: str | Path, prompts: list[list[int]], max_tokens: int = 3
         other = feats[(i + 1) % len(feats)]
         ids, f = seqs[i], feats[i]
         contexts = _contexts(f, other)
-        right, m = _draft_blocks(draft, engine, ids, steps, contexts["right"])
+        right, m, argmax = _draft_blocks(draft, engine, ids, steps, contexts["right"])
         margins += m
+        walk_departs += sum(a != b for a, b in zip(right, argmax, strict=True))
         traced += [r.drafted_ids for r in records]
         dense_agree += sum(a == r.drafted_ids for a, r in zip(right, records, strict=True))
         steps_total += len(steps)
         for name in ("reset", "pending_only", "swap", "shift"):
-            moved, _ = _draft_blocks(draft, engine, ids, steps, contexts[name])
+            moved, _, _ = _draft_blocks(draft, engine, ids, steps, contexts[name])
             changed[name] += sum(a != b for a, b in zip(moved, right, strict=True))
         for name, variant in (("causal", causal_draft), ("weights", noisy_draft)):
-            moved, _ = _draft_blocks(variant, engine, ids, steps, contexts["right"])
+            moved, _, _ = _draft_blocks(variant, engine, ids, steps, contexts["right"])
             changed[name] += sum(a != b for a, b in zip(moved, right, strict=True))
         max_len = len(out.prompt_ids) + max_tokens
         for name in acceptance:
@@ -195,7 +200,7 @@ def audit(fixture_dir: str | Path, prompts: list[list[int]], max_tokens: int = 3
     def fig(name: str, value: float) -> Figure:
         return Figure(name, value, THRESHOLDS.get(name, Threshold.none()), block_size=block)
 
-    figures = (
+    figures: list[Figure] = [
         fig("block_diversity", len(set(traced)) / len(traced)),
         fig("distinct_ids_per_position_min", float(min(per_position))),
         fig("context_sensitivity_reset", changed["reset"] / steps_total),
@@ -212,5 +217,7 @@ def audit(fixture_dir: str | Path, prompts: list[list[int]], max_tokens: int = 3
         fig("dense_paged_agreement", dense_agree / steps_total),
         fig("margin_p10", statistics.quantiles(margins, n=10)[0]),
         fig("margin_median", statistics.median(margins)),
-    )
-    return AuditReport(root.name, figures)
+    ]
+    if draft.candidate_selector is not None:
+        figures.append(fig("walk_departs_from_argmax", walk_departs / steps_total))
+    return AuditReport(root.name, tuple(figures))

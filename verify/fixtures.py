@@ -25,7 +25,10 @@ from verify.audit import AuditReport, audit
 
 FIXTURES_ROOT = Path(runner.__file__).resolve().parent / "fixtures"
 AUDIT_MAX_TOKENS = 24
-RECIPES: dict[str, StrideRecipe] = {"stride-dflash": StrideRecipe()}
+RECIPES: dict[str, StrideRecipe] = {
+    "stride-dflash": StrideRecipe(),
+    "stride-dflash2": StrideRecipe(kind="dflash2"),
+}
 
 
 class FixtureError(RuntimeError):

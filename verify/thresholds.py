@@ -43,6 +43,8 @@ THRESHOLDS: dict[str, Threshold] = {
     # The audit's own replay must agree with the engine, or its other figures mean nothing.
     "dense_paged_agreement": Threshold(low=0.99),
     "weight_sensitivity": Threshold(low=0.05),
+    # DFlash2 only: if the walk never departs from the per-slot argmax, an argmax fallback is invisible.
+    "walk_departs_from_argmax": Threshold(low=0.02),
 }
 
 

@@ -60,6 +60,38 @@ def _mlp(ck: Checkpoint, p: str, x: torch.Tensor) -> torch.Tensor:
     return (F.silu(gate) * up) @ ck.w[f"{p}.mlp.down_proj.weight"].T
 
 
+def causal_conv(d: Checkpoint, prefix: str, h: torch.Tensor, dynamic: torch.Tensor, which: int) -> torch.Tensor:
+    """DFlash2's grouped dynamic causal conv over the block, written per channel: h [T, H], dynamic [T, K, G]."""
+    base = d.w[f"{prefix}.base_kernel"][which]  # [K, H]
+    group = h.shape[1] // dynamic.shape[2]
+    out = torch.zeros_like(h)
+    for offset in range(base.shape[0]):
+        earlier = torch.zeros_like(h)
+        earlier[offset:] = h[: h.shape[0] - offset]  # position t reads t - offset, zero before the block
+        out = out + (base[offset] + dynamic[:, offset].repeat_interleave(group, dim=-1)) * earlier
+    return out
+
+
+def conv_prepare(d: Checkpoint, prefix: str, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    kernel, groups = d.cfg["dflash_config"]["conv_kernel_size"], h.shape[1] // d.cfg["dflash_config"]["conv_group_size"]
+    dynamic = (h @ d.w[f"{prefix}.kernel_projection.weight"].T).view(h.shape[0], 2, kernel, groups)
+    return causal_conv(d, prefix, h, dynamic[:, 0], 0), dynamic[:, 1]
+
+
+def walk(d: Checkpoint, hidden: torch.Tensor, logits: torch.Tensor, anchor: int) -> list[int]:
+    """The candidate selector's greedy walk from the anchor: hidden [N, H] (normed), logits [N, V]."""
+    k = d.cfg["dflash_config"]["selector_top_k"]
+    pred, succ = d.w["candidate_selector.predecessor_codebook"], d.w["candidate_selector.successor_codebook"]
+    projected = hidden @ d.w["candidate_selector.hidden_projection.weight"].T
+    previous, path = anchor, []
+    for t in range(hidden.shape[0]):
+        unary, candidates = logits[t].topk(k)
+        scores = unary + (succ[candidates] * (pred[previous] * projected[t])).sum(-1)
+        previous = int(candidates[scores.argmax()])
+        path.append(previous)
+    return path
+
+
 def target_forward(t: Checkpoint, ids: list[int]) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """Logits [T, V] and every layer's output (HF hidden_states[1:]) for one causal sequence."""
     pos = torch.arange(len(ids))
@@ -79,8 +111,11 @@ def target_forward(t: Checkpoint, ids: list[int]) -> tuple[torch.Tensor, list[to
     return rms(h, t.w["model.norm.weight"], t.eps) @ head.T, outs
 
 
-def draft_block_logits(d: Checkpoint, t: Checkpoint, context_ids: list[int], anchor: int, size: int) -> torch.Tensor:
-    """The DFlash draft's logits [size - 1, V] for the block [anchor, MASK...] after `context_ids` (length L)."""
+def draft_block(
+    d: Checkpoint, t: Checkpoint, context_ids: list[int], anchor: int, size: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The draft's block hidden states [size - 1, H] (after the final norm) and logits [size - 1, V] for the
+    block [anchor, MASK...] after `context_ids` (length L)."""
     dcfg = d.cfg["dflash_config"]
     _, layer_outs = target_forward(t, context_ids)
     feats = torch.cat([layer_outs[i] for i in dcfg["target_layer_ids"]], -1)
@@ -97,13 +132,27 @@ def draft_block_logits(d: Checkpoint, t: Checkpoint, context_ids: list[int], anc
         key_pos = torch.cat([ctx_pos, blk_pos])
         visible = key_pos[None, :] <= blk_pos[:, None] if causal else torch.ones(size, L + size, dtype=torch.bool)
         x = rms(h, d.w[f"{p}.input_layernorm.weight"], d.eps)
+        dflash2 = f"{p}.attention_conv.base_kernel" in d.w
+        if dflash2:
+            x, after = conv_prepare(d, f"{p}.attention_conv", x)
         q = rope(_proj(d, f"{p}.self_attn.q_proj", x, d.heads, f"{p}.self_attn.q_norm.weight"), blk_pos, d.theta)
         both = torch.cat([ctx, x])
         k = rope(_proj(d, f"{p}.self_attn.k_proj", both, d.kv_heads, f"{p}.self_attn.k_norm.weight"), key_pos, d.theta)
         v = _proj(d, f"{p}.self_attn.v_proj", both, d.kv_heads, None)
-        h = h + attention(q, k, v, visible) @ d.w[f"{p}.self_attn.o_proj.weight"].T
-        h = h + _mlp(d, p, rms(h, d.w[f"{p}.post_attention_layernorm.weight"], d.eps))
+        out = attention(q, k, v, visible) @ d.w[f"{p}.self_attn.o_proj.weight"].T
+        h = h + (causal_conv(d, f"{p}.attention_conv", out, after, 1) if dflash2 else out)
+        x = rms(h, d.w[f"{p}.post_attention_layernorm.weight"], d.eps)
+        if dflash2:
+            x, after = conv_prepare(d, f"{p}.mlp_conv", x)
+            h = h + causal_conv(d, f"{p}.mlp_conv", _mlp(d, p, x), after, 1)
+        else:
+            h = h + _mlp(d, p, x)
     head = t.w.get("lm_head.weight", t.w["model.embed_tokens.weight"])
-    logits = rms(h, d.w["norm.weight"], d.eps)[1:] @ head.T * dcfg.get("output_multiplier", 1.0)
+    hidden = rms(h, d.w["norm.weight"], d.eps)[1:]
+    logits = hidden @ head.T * dcfg.get("output_multiplier", 1.0)
     cap = dcfg.get("final_logit_softcapping")
-    return torch.tanh(logits / cap) * cap if cap else logits
+    return hidden, torch.tanh(logits / cap) * cap if cap else logits
+
+
+def draft_block_logits(d: Checkpoint, t: Checkpoint, context_ids: list[int], anchor: int, size: int) -> torch.Tensor:
+    return draft_block(d, t, context_ids, anchor, size)[1]

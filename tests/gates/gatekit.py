@@ -11,7 +11,9 @@ import pytest
 
 from runner import Engine, EngineConfig, SamplingParams
 
-FIXTURE = Path(__file__).resolve().parents[2] / "runner" / "fixtures" / "stride-dflash"
+FIXTURES = Path(__file__).resolve().parents[2] / "runner" / "fixtures"
+FIXTURE = FIXTURES / "stride-dflash"
+FIXTURE2 = FIXTURES / "stride-dflash2"  # the DFlash2 pair: conv layers and the candidate walk
 MAX_TOKENS = 24
 
 

@@ -1,0 +1,50 @@
+"""Mutations of DFlash2's additions: the candidate selector's walk, its q in rejection sampling, and the
+grouped dynamic causal convolution (runner/dflash2.py, runner/proposer.py)."""
+
+from verify.mutation import Mutation, register
+
+GATES = "tests/gates/test_gate_dflash2.py"
+
+register(
+    Mutation(
+        name="walk-replaced-by-argmax",
+        bug_class="A DFlash2 draft silently falls back to the per-slot argmax instead of the candidate walk (the "
+        "selector's call dropped on a code path).",
+        file="runner/proposer.py",
+        anchor="    if draft.candidate_selector is not None:\n        return _walk(",
+        replacement="    if False:\n        return _walk(",
+        expect_killed_by=(f"{GATES}::test_dflash2_drafts_match_the_dense_walk",),
+    ),
+    Mutation(
+        name="walk-predecessor-not-advanced",
+        bug_class="The walk scores every position against the anchor instead of the token chosen one step before "
+        "(the predecessor is not advanced along the path).",
+        file="runner/dflash2.py",
+        anchor="            predecessor = candidates[:, position].gather(-1, index[:, None])[:, 0]\n"
+        "            path.append(predecessor)",
+        replacement="            path.append(candidates[:, position].gather(-1, index[:, None])[:, 0])",
+        expect_killed_by=(f"{GATES}::test_dflash2_drafts_match_the_dense_walk",),
+    ),
+    Mutation(
+        name="conv-causal-padding-removed",
+        bug_class="The grouped dynamic conv shifts by rolling instead of zero-padding, so later block slots leak "
+        "into earlier ones (causal padding removed).",
+        file="runner/dflash2.py",
+        anchor="shifted = blocks if offset == 0 else F.pad(blocks[:, :-offset], (0, 0, 0, 0, offset, 0))",
+        replacement="shifted = torch.roll(blocks, offset, dims=1)",
+        expect_killed_by=(f"{GATES}::test_dflash2_block_logits_match_dense_reference",),
+    ),
+    Mutation(
+        name="selector-q-replaced-by-draft-softmax",
+        bug_class="Rejection sampling for a DFlash2 draft uses the draft's softmax instead of the walk's per-step "
+        "distribution q over the candidates, so sampled output is no longer the target's distribution.",
+        file="runner/proposer.py",
+        anchor="        probs.append(None if r.params.is_greedy else q[row, :n])\n"
+        "        indices.append(None if r.params.is_greedy else candidates[row, :n])",
+        replacement="        probs.append(\n"
+        "            None if r.params.is_greedy else sampling_probs(logits[row, :n], r.params.temperature)\n"
+        "        )\n"
+        "        indices.append(None)",
+        expect_killed_by=(f"{GATES}::test_sampled_dflash2_rejects_with_the_walks_q",),
+    ),
+)

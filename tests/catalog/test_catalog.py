@@ -1,0 +1,59 @@
+"""The shipped catalog: every registered mutation is well-formed and applies to today's runner, and on the
+embedded default `dflash verify` kills all of them, the five production bug classes by gates that observe
+drafts or the store (red on an assertion, not by a crash)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from verify.apply import Applied, apply_mutation
+from verify.mutation import Mutation
+from verify.phases import RunOptions, run_verify
+from verify.project import load_config, load_mutations
+from verify.result import Status
+
+ROOT = Path(__file__).resolve().parents[2]
+CATALOG = load_mutations(load_config(ROOT))
+FIVE = {
+    "delete-position-invariant": ("test_gate_store",),
+    "force-causal-block-mask": ("test_gate_numerics", "test_gate_paths"),
+    "skip-draft-kv-write": ("test_gate_numerics", "test_gate_paths"),
+    "stale-seq-lens": ("test_gate_numerics", "test_gate_paths"),
+    "reset-store-on-row-move": ("test_gate_drafts", "test_gate_numerics"),
+}
+
+
+def test_catalog_size_and_coverage() -> None:
+    assert len(CATALOG) >= 15
+    assert set(FIVE) <= set(CATALOG)
+    touched = {m.file for m in CATALOG.values()}
+    runner_modules = {
+        f"runner/{p.name}" for p in (ROOT / "runner").glob("*.py") if p.name not in {"__init__.py", "synthetic.py"}
+    }
+    # Every module of the runner that serves requests is mutated at least once.
+    serving = runner_modules - {"runner/fixture_recipe.py", "runner/errors.py"}
+    assert serving <= touched, f"modules without a registered mutation: {sorted(serving - touched)}"
+
+
+@pytest.mark.parametrize("name", sorted(CATALOG))
+def test_mutation_applies_to_todays_runner(name: str) -> None:
+    mutation: Mutation = CATALOG[name]
+    applied = apply_mutation(mutation, ROOT)
+    assert isinstance(applied, Applied), f"{name} is stale: {applied}"
+    assert mutation.bug_class.strip()
+    compile(applied.mutated, mutation.file, "exec")  # the mutant is valid Python
+
+
+@pytest.mark.slow
+def test_embedded_default_kills_every_mutation() -> None:
+    config = load_config(ROOT)
+    report = run_verify(config, CATALOG, RunOptions(jobs=0, use_cache=False), progress=None)
+    assert not report.failures(), report.failures()
+    statuses = {r.name: r for r in report.mutations}
+    assert all(r.status is Status.KILLED for r in statuses.values())
+    for name, gate_files in FIVE.items():
+        result = statuses[name]
+        observing = [g for g in result.red_by_assertion if any(f in g for f in gate_files)]
+        assert observing, f"{name} was not killed on an assertion by an observing gate: {result.killed_by}"
