@@ -138,7 +138,7 @@ class Engine:
         if not ids:
             raise InvalidRequestError("empty prompt")
         vocab = self.target.config.vocab_size
-        if any(not isinstance(t, int) or not 0 <= t < vocab for t in ids):
+        if any(isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab for t in ids):
             raise InvalidRequestError(f"prompt ids must be integers in [0, {vocab})")
         limit = self.target.config.max_position_embeddings
         if len(ids) + params.max_tokens > limit:
@@ -157,6 +157,8 @@ class Engine:
         return self.scheduler.has_work()
 
     def output(self, request_id: int) -> GenerationOutput:
+        if request_id not in self._requests:
+            raise InvalidRequestError(f"unknown request id {request_id!r}")
         r = self._requests[request_id]
         return GenerationOutput(
             r.request_id,
@@ -201,12 +203,20 @@ class Engine:
     @torch.inference_mode()
     def step(self) -> list[int]:
         """One engine step. Returns the ids of the requests that finished in it."""
+        finished: list[Request] = []
         admitted = self.scheduler.admit()
         if admitted:
             self._prefill(admitted)
-        running = self.rows.active()
-        if any(not r.is_finished for r in running):
+            # A request can end at its first token (max_tokens=1, or a stop token): it must never be decoded.
+            finished += self._retire()
+        if self.rows.num_rows:
             self._decode()
+            finished += self._retire()
+        self.num_steps += 1
+        return [r.request_id for r in finished]
+
+    def _retire(self) -> list[Request]:
+        """Releases finished requests' pages and compacts the rows; survivors carry their state along."""
         finished = [r for r in self.rows.active() if r.is_finished]
         for request in finished:
             self.scheduler.release(request)
@@ -214,8 +224,7 @@ class Engine:
             if self.trace is not None:
                 moved = self.rows.requests[dst]
                 self.trace.row_moves.append((self.num_steps, moved.request_id if moved else -1, src, dst))
-        self.num_steps += 1
-        return [r.request_id for r in finished]
+        return finished
 
     def _first_token(self, request: Request, logits: torch.Tensor) -> int:
         p = request.params

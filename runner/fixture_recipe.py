@@ -25,7 +25,7 @@ RECIPE_VERSION = 1
 @dataclass(frozen=True, slots=True)
 class StrideRecipe:
     seed: int = 0
-    num_symbols: int = 46  # tokens 0..45 carry the language; 46 is unused, 47 is the draft's MASK
+    num_symbols: int = 47  # tokens 0..46 carry the language (47 is prime: every stride cycles through all); 47 is MASK
     vocab_size: int = 48
     max_stride: int = 5
     restart_prob: float = 0.04

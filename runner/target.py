@@ -137,7 +137,8 @@ class Qwen3Target(nn.Module):
             h = h + attn.output(attend(q, keys, values, mask, attn.scale))
             h = h + layer.mlp(layer.post_attention_layernorm(h))
             if idx in tap_layer_ids:
-                taps[idx] = h
+                # HF's hidden_states[i + 1]: the last layer's entry is taken after the final norm.
+                taps[idx] = self.model.norm(h) if idx == len(self.model.layers) - 1 else h
         if logit_index is not None:
             h = h.gather(1, logit_index[:, None, None].expand(-1, 1, h.shape[-1]))
         logits = self.lm_head(self.model.norm(h))

@@ -126,11 +126,6 @@ PREFILL_FINISHES = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runner bug: a request finished by its prefill token is still decoded in that step when another "
-    "row is running: it gets an acceptance length (0 for max_tokens=1) and tokens after its stop token",
-)
 @pytest.mark.parametrize("case", list(PREFILL_FINISHES))
 def test_request_finished_at_prefill_is_not_decoded(agreeing_pair, case: str) -> None:
     target_dir, draft_dir = agreeing_pair

@@ -186,9 +186,7 @@ def test_greedy_equals_reference_alone_and_batched(
         (out,) = engine.generate([list(case.prompt)], params_of(case))
         assert ours(out, engine) == expected[name], f"{name} alone"
 
-    # A request that finishes at prefill is decoded anyway when batched (see test_runner_batching's xfail); it is
-    # left out here so that this test keeps guarding everything else.
-    names = [name for name in CASES if name != "p1-max1"]
+    names = list(CASES)
     cases = [CASES[name] for name in names]
     batched = engine.generate([list(c.prompt) for c in cases], [params_of(c) for c in cases])
     for name, out in zip(names, batched, strict=True):
@@ -218,11 +216,6 @@ def test_reference_cases_are_not_blind(variant_pair, reference_run, kind: str, e
             assert sum(accepted) + 1 == CASES[name].max_tokens
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runner bug: a tap of the target's last layer is its raw output; HF hidden_states[L] (what the "
-    "reference feeds the draft) is after the final norm",
-)
 def test_tapping_the_last_target_layer_equals_reference(reference, make_agreeing_pair) -> None:
     target_dir, draft_dir = make_agreeing_pair(target_layer_ids=(1, 3))
     target = transformers.Qwen3ForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()

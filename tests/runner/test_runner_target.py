@@ -18,7 +18,7 @@ NUM_PAGES = 16
 ATOL = 1e-5
 PROMPTS = [[3, 17, 42, 8, 8, 60], [51, 2, 9]]  # lengths 6 and 3: the batch is padded
 CONTINUATIONS = [[5, 33, 12, 47, 20, 1, 61], [40, 7, 7, 19, 28, 30, 2]]
-TAPS = (0, 2)  # inner layers; the last layer is the xfail below
+TAPS = (0, 2)  # inner layers; the last layer has its own test below
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["untied", "tied"])
@@ -130,10 +130,6 @@ def test_rejected_block_leaves_no_trace(models) -> None:
         torch.testing.assert_close(logits[row, :2], expected[starts[row] : starts[row] + 2], atol=ATOL, rtol=0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runner bug: the last layer's tap is its raw output; HF hidden_states[L] is after the final norm",
-)
 def test_tap_of_the_last_layer_matches_transformers(models) -> None:
     ours, hf = models
     last = (ours.config.num_hidden_layers - 1,)
