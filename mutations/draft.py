@@ -59,4 +59,15 @@ register(
         replacement="logits = lm_head(hidden) * 0.5",
         expect_killed_by=(NUMERICS,),
     ),
+    Mutation(
+        name="sdpa-causal-block-mask",
+        bug_class="The block is made causal through SDPA's is_causal flag, which aligns the mask top-left when "
+        "q_len < kv_len: block slot i sees only the first i + 1 keys of the context.",
+        file="runner/draft.py",
+        anchor="                inputs.block_positions,\n                key_positions,\n                key_valid,\n"
+        "                is_causal=layer.is_causal,",
+        replacement="                inputs.block_positions - inputs.block_positions[:, :1],\n"
+        "                key_positions,\n                key_valid,\n                is_causal=True,",
+        expect_killed_by=(NUMERICS,),
+    ),
 )

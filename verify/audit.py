@@ -15,11 +15,14 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 import torch
 
+import runner.draft
 from runner import Engine, EngineConfig, SamplingParams
 from runner.draft import DFlashDraft, DraftInputs, DraftLayer
+from runner.layers import attention_mask
 from runner.target import full_forward
 from verify.thresholds import THRESHOLDS, Figure, Threshold
 
@@ -139,6 +142,20 @@ def _contexts(f: torch.Tensor, other: torch.Tensor) -> dict[str, ContextFn]:
     return {"right": right, "reset": reset, "pending_only": pending_only, "swap": swap, "shift": shift}
 
 
+def _sdpa_causal_mask(
+    q_positions: torch.Tensor,
+    k_positions: torch.Tensor,
+    k_valid: torch.Tensor,
+    *,
+    is_causal: bool,
+    sliding_window: int | None,
+) -> torch.Tensor:
+    """`is_causal=True` as PyTorch SDPA applies it when q_len < kv_len: aligned top-left, so block slot i sees
+    only the first i + 1 keys. A port that forces the block causal through that flag gets this mask."""
+    slot = q_positions - q_positions[:, :1]
+    return attention_mask(slot, k_positions, k_valid, is_causal=True, sliding_window=sliding_window)
+
+
 def _causal_copy(draft: DFlashDraft) -> DFlashDraft:
     forced = copy.deepcopy(draft)
     for layer in forced.layers:
@@ -167,7 +184,7 @@ def audit(fixture_dir: str | Path, prompts: list[list[int]], max_tokens: int = 3
     with torch.inference_mode():
         feats = [full_forward(engine.target, s[None], draft.config.target_layer_ids)[1][0] for s in seqs]  # type: ignore[index]
 
-    traced, changed = [], dict.fromkeys(("reset", "pending_only", "swap", "shift", "causal", "weights"), 0)
+    traced, changed = [], dict.fromkeys(("reset", "pending_only", "swap", "shift", "causal", "sdpa", "weights"), 0)
     dense_agree, margins, steps_total, walk_departs = 0, [], 0, 0
     acceptance: dict[str, list[int]] = {k: [] for k in ("right", "reset", "pending_only", "swap")}
     causal_draft, noisy_draft = _causal_copy(draft), _perturbed_copy(draft, 0.02, seed=1)
@@ -189,6 +206,9 @@ def audit(fixture_dir: str | Path, prompts: list[list[int]], max_tokens: int = 3
         for name, variant in (("causal", causal_draft), ("weights", noisy_draft)):
             moved, _, _ = _draft_blocks(variant, engine, ids, steps, contexts["right"])
             changed[name] += sum(a != b for a, b in zip(moved, right, strict=True))
+        with mock.patch.object(runner.draft, "attention_mask", _sdpa_causal_mask):
+            moved, _, _ = _draft_blocks(draft, engine, ids, steps, contexts["right"])
+        changed["sdpa"] += sum(a != b for a, b in zip(moved, right, strict=True))
         max_len = len(out.prompt_ids) + max_tokens
         for name in acceptance:
             acceptance[name] += _replay(draft, engine, ids, len(out.prompt_ids), max_len, block, contexts[name])
@@ -207,7 +227,8 @@ def audit(fixture_dir: str | Path, prompts: list[list[int]], max_tokens: int = 3
         fig("context_sensitivity_pending_only", changed["pending_only"] / steps_total),
         fig("context_sensitivity_swap", changed["swap"] / steps_total),
         fig("context_sensitivity_shift", changed["shift"] / steps_total),
-        fig("mask_sensitivity_causal", changed["causal"] / steps_total),
+        fig("mask_sensitivity_causal_sdpa", changed["sdpa"] / steps_total),
+        fig("mask_sensitivity_causal_aligned", changed["causal"] / steps_total),
         fig("weight_sensitivity", changed["weights"] / steps_total),
         fig("acceptance_right", right_acc),
         fig("acceptance_replay_right", statistics.fmean(acceptance["right"])),
