@@ -4,55 +4,21 @@ folder, the upstream reference's models on the same folders, and one-request run
 The synthetic pair's codebooks are drawn at the same scale as every other weight, which makes the walk's
 pairwise term ~0.02 against logit gaps of ~0.5: the walk would then almost always pick the per-slot argmax
 and a runner that skipped it would pass. Scaling both codebooks by 4 makes the pairwise term comparable to
-the logits (the walk leaves the argmax in most steps, checked in test_walk.py). A vocab of 6 makes the random
-draft agree with its target often enough that acceptance lengths vary (checked in test_reference.py).
+the logits (the walk leaves the argmax in most steps, checked in test_dflash2_walk.py). A vocab of 6 makes the random
+draft agree with its target often enough that acceptance lengths vary (checked in test_dflash2_reference.py).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 import transformers
-from safetensors.torch import load_file, save_file
-
-from runner import Engine, GenerationOutput
-
-WALK_PAIR = {"kind": "dflash2", "vocab_size": 6, "seed": 2}
-CODEBOOK_SCALE = 4.0
-CODEBOOKS = ("candidate_selector.predecessor_codebook", "candidate_selector.successor_codebook")
-
-Pair = tuple[Path, Path]
-
-
-@dataclass(frozen=True)
-class Result:
-    """One request's decode: generated ids, tokens committed per verify step, drafted block per verify step."""
-
-    token_ids: tuple[int, ...]
-    acceptance_lengths: tuple[int, ...]
-    drafted_blocks: tuple[tuple[int, ...], ...]
-
-
-def edit_draft(src: Path, dst: Path, dflash_config: dict[str, Any] | None = None, codebook_scale: float = 1.0) -> Path:
-    """A copy of the draft folder `src` at `dst` with dflash_config entries changed and codebooks scaled."""
-    shutil.copytree(src, dst, dirs_exist_ok=True)
-    config = json.loads((dst / "config.json").read_text())
-    config["dflash_config"] = {**config["dflash_config"], **(dflash_config or {})}
-    (dst / "config.json").write_text(json.dumps(config))
-    if codebook_scale != 1.0:
-        weights = load_file(str(dst / "model.safetensors"))
-        for name in CODEBOOKS:
-            weights[name] = weights[name] * codebook_scale
-        save_file(weights, str(dst / "model.safetensors"), metadata={"format": "pt"})
-    return dst
+from dflash2kit import CODEBOOK_SCALE, WALK_PAIR, Pair, Result, edit_draft
 
 
 @pytest.fixture(scope="session")
@@ -129,8 +95,3 @@ def reference_decode(reference, reference_models) -> Callable[..., Result]:
         return results[key]
 
     return decode
-
-
-def result_of(out: GenerationOutput, engine: Engine) -> Result:
-    assert engine.trace is not None
-    return Result(out.token_ids, out.acceptance_lengths, tuple(engine.trace.drafted_blocks(out.request_id)))

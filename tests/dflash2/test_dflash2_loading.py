@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 import torch
-from conftest import CODEBOOKS, edit_draft, result_of
+from dflash2kit import CODEBOOKS, edit_draft, result_of
 from safetensors.torch import load_file, save_file
 
 from runner import CheckpointError, Engine, EngineConfig, SamplingParams

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import result_of
+from dflash2kit import result_of
 
 from runner import Engine, EngineConfig, SamplingParams
 

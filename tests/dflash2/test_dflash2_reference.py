@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from conftest import result_of
+from dflash2kit import result_of
 
 from runner import Engine, EngineConfig, SamplingParams
 
