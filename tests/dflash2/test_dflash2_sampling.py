@@ -11,9 +11,10 @@ and empirical frequencies f_i of N independent samples:
     E[TV] = 1/2 sum_i E|f_i - p_i| <= 1/2 sum_i sqrt(p_i (1 - p_i) / N)   (Jensen),
 and TV moves by at most 1/N per sample, so (McDiarmid) P(TV > E[TV] + t) <= exp(-2 N t^2); with
 t = sqrt(ln(1 / delta) / (2 N)) and delta = 1e-4 the bound fails a correct runner with probability <= 1e-4
-(and the seeds are fixed, so the test is deterministic). With N = 2000 the bound is about 0.09.
-The harness is proved on a plain (draft_dir=None) run, which must pass, and on a runner whose rejection step
-uses a uniform q over the candidates instead of the walk's q, which must fail.
+(and the seeds are fixed, so the test is deterministic). With N = 2000 and T = 0.8 the bound is about 0.10.
+The harness is proved on a plain (draft_dir=None) run, which must pass (it lands near 0.4 of the bound, as
+the speculative run does), and on a runner whose rejection step uses a uniform q over the candidates instead
+of the walk's q, which must fail (it lands near 2.5 times the bound).
 """
 
 from __future__ import annotations
