@@ -162,6 +162,10 @@ class DraftConfig:
             for name in ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k"):
                 if getattr(self, name) <= 0:
                     raise CheckpointError(f"a DFlash2 draft needs a positive {name}")
+            if self.selector_top_k > self.target.vocab_size:
+                raise CheckpointError(
+                    f"selector_top_k {self.selector_top_k} exceeds the vocab ({self.target.vocab_size})"
+                )
             if self.target.hidden_size % self.conv_group_size:
                 raise CheckpointError("conv_group_size must divide hidden_size")
 

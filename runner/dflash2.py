@@ -72,8 +72,12 @@ class CandidateSelector(nn.Module):
         anchor_ids: torch.Tensor,
         temperatures: list[float],
         generators: list[torch.Generator | None],
+        num_slots: list[int] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """hidden: [R, N, H]; logits: [R, N, V]; anchor_ids: [R].
+        """hidden: [R, N, H]; logits: [R, N, V]; anchor_ids: [R]; num_slots[r]: row r's real slots (<= N).
+
+        A sampled row draws from its generator only for its real slots, so its random stream (and so its
+        output) is the same alone or padded into a wider batch.
 
         Returns the path [R, N], the candidates [R, N, k] and q [R, N, k]: the per-step distribution over the
         candidates that a sampled row drew from (zeros for greedy rows), which rejection sampling must use.
@@ -91,7 +95,7 @@ class CandidateSelector(nn.Module):
             index = torch.argmax(scores, dim=-1)
             q = torch.zeros_like(scores, dtype=torch.float32)
             for row, temperature in enumerate(temperatures):
-                if temperature > 0:
+                if temperature > 0 and (num_slots is None or position < num_slots[row]):
                     q[row] = sampling_probs(scores[row], temperature)
                     index[row] = torch.multinomial(q[row], 1, generator=generators[row])[0]
             q_rows.append(q)

@@ -112,7 +112,12 @@ def _walk(
     assert selector is not None
     anchors = torch.tensor([r.anchor for r in requests], device=engine.device)
     path, candidates, q = selector.walk(
-        hidden, logits, anchors, [r.params.temperature for r in requests], [r.generator for r in requests]
+        hidden,
+        logits,
+        anchors,
+        [r.params.temperature for r in requests],
+        [r.generator for r in requests],
+        [s - 1 for s in sizes],
     )
     drafted, probs, indices = [], [], []
     for row, r in enumerate(requests):

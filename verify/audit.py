@@ -187,7 +187,7 @@ def audit(fixture_dir: str | Path, prompts: list[list[int]], max_tokens: int = 3
     traced, changed = [], dict.fromkeys(("reset", "pending_only", "swap", "shift", "causal", "sdpa", "weights"), 0)
     dense_agree, margins, steps_total, walk_departs = 0, [], 0, 0
     acceptance: dict[str, list[int]] = {k: [] for k in ("right", "reset", "pending_only", "swap")}
-    causal_draft, noisy_draft = _causal_copy(draft), _perturbed_copy(draft, 0.02, seed=1)
+    causal_draft, noisy_draft = _causal_copy(draft), _perturbed_copy(draft, 0.05, seed=1)
     for i, out in enumerate(outputs):
         records = engine.trace.for_request(out.request_id)
         steps = [Step(r.committed_len, r.store_len_before, r.positions[1] - r.positions[0] + 1) for r in records]

@@ -75,12 +75,6 @@ def test_greedy_rows_of_a_mixed_batch_equal_solo(walk_pair, solo, draft_attentio
         assert batched[name] == solo[name], name
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runner bug: CandidateSelector.walk (runner/dflash2.py:94-96) samples every position of the padded "
-    "block for each sampled row, so a row whose block is narrower than the batch's draws extra numbers from its "
-    "generator and its later tokens differ from its solo run",
-)
 @pytest.mark.parametrize("draft_attention", ["paged", "dense"])
 def test_sampled_rows_of_a_mixed_batch_equal_solo(walk_pair, solo, draft_attention: str) -> None:
     """ "p3-T0.7-topp0.9" drafts 2 slots in a width-3 batch (its budget runs out before the greedy p5-max14's)."""

@@ -91,11 +91,6 @@ def test_a_missing_codebook_is_refused(walk_pair, tmp_path, name: str) -> None:
         Engine.from_pretrained(target_dir, broken)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runner bug: DraftConfig.__post_init__ (runner/config.py:162-166) checks that selector_top_k > 0 but "
-    "not that it is <= vocab_size; such a draft loads and its first draft dies in torch.topk (RuntimeError)",
-)
 def test_a_selector_top_k_above_the_vocab_is_refused(walk_pair, tmp_path) -> None:
     target_dir, draft_dir = walk_pair
     with pytest.raises(CheckpointError, match="selector_top_k"):
