@@ -12,7 +12,7 @@ register(
         file="runner/draft.py",
         anchor="is_causal=layer.is_causal,",
         replacement="is_causal=True,",
-        expect_killed_by=(NUMERICS, "tests/gates/test_gate_paths.py::test_forced_causal_mask_drafts_differently"),
+        expect_killed_by=(NUMERICS, "tests/gates/test_gate_paths.py::test_forced_causal_mask_moves_the_draft"),
     ),
     Mutation(
         name="skip-draft-kv-write",
@@ -68,6 +68,6 @@ register(
         "                is_causal=layer.is_causal,",
         replacement="                inputs.block_positions - inputs.block_positions[:, :1],\n"
         "                key_positions,\n                key_valid,\n                is_causal=True,",
-        expect_killed_by=(NUMERICS,),
+        expect_killed_by=(NUMERICS, "tests/gates/test_gate_paths.py::test_sdpa_style_causal_mask_changes_the_drafts"),
     ),
 )

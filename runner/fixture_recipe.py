@@ -57,6 +57,9 @@ class StrideRecipe:
     conv_group_size: int = 16
     selector_rank: int = 16
     selector_top_k: int = 4
+    # After training, the codebooks are scaled by this so the pairwise term can overrule the unary one: a walk
+    # that never departs from the per-slot argmax would make an argmax fallback invisible to every gate.
+    selector_scale: float = 1.0
 
     @property
     def mask_token_id(self) -> int:
@@ -210,4 +213,8 @@ def build(recipe: StrideRecipe) -> tuple[Qwen3Target, DFlashDraft]:
     generator = torch.Generator().manual_seed(recipe.seed)
     target = train_target(recipe, generator)
     draft = train_draft(recipe, target, generator)
+    if draft.candidate_selector is not None:
+        with torch.no_grad():
+            draft.candidate_selector.predecessor_codebook.weight.mul_(recipe.selector_scale)
+            draft.candidate_selector.successor_codebook.weight.mul_(recipe.selector_scale)
     return target, draft

@@ -27,7 +27,7 @@ FIXTURES_ROOT = Path(runner.__file__).resolve().parent / "fixtures"
 AUDIT_MAX_TOKENS = 24
 RECIPES: dict[str, StrideRecipe] = {
     "stride-dflash": StrideRecipe(),
-    "stride-dflash2": StrideRecipe(kind="dflash2"),
+    "stride-dflash2": StrideRecipe(kind="dflash2", selector_scale=3.0),
 }
 
 

@@ -93,7 +93,8 @@ def walk(d: Checkpoint, hidden: torch.Tensor, logits: torch.Tensor, anchor: int)
 
 
 def target_forward(t: Checkpoint, ids: list[int]) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """Logits [T, V] and every layer's output (HF hidden_states[1:]) for one causal sequence."""
+    """Logits [T, V] and every layer's output as HF's hidden_states[1:] gives it (the last one after the final
+    norm) for one causal sequence."""
     pos = torch.arange(len(ids))
     h = t.w["model.embed_tokens.weight"][torch.tensor(ids)]
     causal = pos[None, :] <= pos[:, None]
@@ -108,7 +109,8 @@ def target_forward(t: Checkpoint, ids: list[int]) -> tuple[torch.Tensor, list[to
         h = h + _mlp(t, p, rms(h, t.w[f"{p}.post_attention_layernorm.weight"], t.eps))
         outs.append(h)
     head = t.w.get("lm_head.weight", t.w["model.embed_tokens.weight"])
-    return rms(h, t.w["model.norm.weight"], t.eps) @ head.T, outs
+    outs[-1] = rms(h, t.w["model.norm.weight"], t.eps)  # HF's hidden_states[L] is taken after the final norm
+    return outs[-1] @ head.T, outs
 
 
 def draft_block(

@@ -1,5 +1,5 @@
-"""Gate: the paged draft path, the dense (materialized) path and every page size draft the same blocks, and a
-forced-causal block mask drafts different ones.
+"""Gate: the paged draft path, the dense (materialized) path and every page size draft the same blocks; a
+forced-causal block mask moves the draft's logits, and SDPA's top-left causal mask changes its blocks.
 
 The dense path recomputes the context's K/V from every committed feature, so it shares nothing with the paged
 store: a skipped K/V write, a read bound that drops block rows or a wrong slot shows up as a difference.
@@ -8,9 +8,14 @@ store: a skipped K/V write, a read bound that drops block rows or a wrong slot s
 from __future__ import annotations
 
 import copy
+from unittest import mock
 
 import pytest
-from gatekit import assert_not_degenerate, assert_same_drafts, greedy, make_engine
+import torch
+from gatekit import assert_same_drafts, greedy, make_engine
+
+import runner.draft
+from runner.layers import attention_mask
 
 pytestmark = pytest.mark.gate
 
@@ -36,14 +41,45 @@ def test_page_size_does_not_change_drafts(prompts: list[list[int]], paged_blocks
     assert_same_drafts(blocks, paged_blocks, f"page size {page_size} vs 16")
 
 
-def test_forced_causal_mask_drafts_differently(prompts: list[list[int]], paged_blocks: list) -> None:
+def _first_block_logits(engine, prompts: list[list[int]]) -> torch.Tensor:
+    """The draft's block logits at each request's first draft (same inputs whatever the mask): [N, B-1, V]."""
+    firsts = []
+    engine.draft.register_forward_hook(lambda m, args, out: firsts.append(out.clone()) if not firsts else None)
+    rows = []
+    for prompt in prompts:
+        firsts.clear()
+        engine.generate([prompt], greedy(max_tokens=6))
+        with torch.inference_mode():
+            rows.append(engine.draft.logits(firsts[0][0, 1:], engine.target.lm_head))
+    return torch.stack(rows)
+
+
+def test_forced_causal_mask_moves_the_draft(prompts: list[list[int]]) -> None:
+    """The fixture's layers are non-causal. A position-aligned causal mask must move the block logits at
+    (nearly) every first draft, and SDPA's top-left is_causal mask must change the drafted blocks."""
     engine = make_engine()
+    base = _first_block_logits(engine, prompts)
     forced = copy.deepcopy(engine.draft)
     for layer in forced.layers:
         layer.is_causal = True
     engine.draft = forced
-    causal = drafted(engine, prompts[:6])
-    assert_not_degenerate(causal, "forced-causal drafts")
-    changed = sum(a != b for a, b in zip(causal, paged_blocks, strict=False)) / len(paged_blocks)
-    # The fixture's layers are non-causal: forcing the mask causal must move a clear share of blocks.
-    assert changed >= 0.2, f"only {changed:.0%} of blocks changed under a forced-causal mask"
+    moved = (_first_block_logits(engine, prompts) - base).abs().amax(dim=(1, 2))
+    assert (moved > 1e-4).float().mean() >= 0.9, f"a causal mask moved only {moved.tolist()}"
+
+
+def _sdpa_causal(q_positions, k_positions, k_valid, *, is_causal, sliding_window):
+    # SDPA's is_causal with q_len < kv_len is aligned top-left: block slot i sees the first i + 1 keys.
+    return attention_mask(q_positions - q_positions[:, :1], k_positions, k_valid, is_causal=True, sliding_window=None)
+
+
+def test_sdpa_style_causal_mask_changes_the_drafts(prompts: list[list[int]]) -> None:
+    def first_blocks() -> list[tuple[int, ...]]:
+        engine = make_engine()
+        outs = engine.generate(prompts, greedy(max_tokens=6))
+        return [engine.trace.drafted_blocks(o.request_id)[0] for o in outs]
+
+    base = first_blocks()
+    with mock.patch.object(runner.draft, "attention_mask", _sdpa_causal):
+        forced = first_blocks()
+    changed = sum(a != b for a, b in zip(base, forced, strict=True)) / len(base)
+    assert changed >= 0.5, f"SDPA's causal mask changed only {changed:.0%} of first drafted blocks"
