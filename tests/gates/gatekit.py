@@ -17,11 +17,11 @@ FIXTURE2 = FIXTURES / "stride-dflash2"  # the DFlash2 pair: conv layers and the 
 MAX_TOKENS = 24
 
 
-def make_engine(draft: bool = True, **config: object) -> Engine:
+def make_engine(draft: bool = True, fixture: Path = FIXTURE, **config: object) -> Engine:
     options = {"trace": True, **config}
     return Engine.from_pretrained(
-        FIXTURE / "target",
-        FIXTURE / "draft" if draft else None,
+        fixture / "target",
+        fixture / "draft" if draft else None,
         config=EngineConfig(**options),  # type: ignore[arg-type]
     )
 
