@@ -43,6 +43,9 @@ def test_budget_ends_inside_a_block(prompts: list[list[int]], max_tokens: int) -
     assert len(out.token_ids) == max_tokens
     assert out.token_ids == plain.token_ids
     assert out.finish_reason == "length"
+    # Every verify step commits at least the bonus token; the first token comes from prefill.
+    assert all(a >= 1 for a in out.acceptance_lengths)
+    assert sum(out.acceptance_lengths) + 1 == len(out.token_ids)
 
 
 def test_stop_token_ends_inside_an_accepted_block(prompts: list[list[int]], runs) -> None:
