@@ -47,3 +47,37 @@ def test_generate_refuses_bad_input() -> None:
     assert out_of_vocab.exit_code == 2 and "InvalidRequestError" in out_of_vocab.output
     missing = runner.invoke(app, ["generate", "--target", "/nonexistent", "--prompt-ids", "1"])
     assert missing.exit_code == 2 and "CheckpointError" in missing.output
+
+
+def test_generate_takes_text_through_the_targets_tokenizer(tmp_path) -> None:
+    import shutil
+
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+
+    target = tmp_path / "target"
+    shutil.copytree(FIXTURE / "target", target)
+    words = {f"w{i}": i for i in range(47)}
+    tokenizer = Tokenizer(WordLevel(vocab={**words, "[UNK]": 46}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = Whitespace()
+    tokenizer.save(str(target / "tokenizer.json"))
+    text = " ".join(f"w{t}" for t in PROMPT)
+    by_text = CliRunner().invoke(
+        app, ["generate", "--target", str(target), "--prompt", text, "--max-tokens", "6", "--json"]
+    )
+    by_ids = CliRunner().invoke(
+        app,
+        [
+            "generate",
+            "--target",
+            str(target),
+            "--prompt-ids",
+            " ".join(map(str, PROMPT)),
+            "--max-tokens",
+            "6",
+            "--json",
+        ],
+    )
+    assert by_text.exit_code == 0, by_text.output
+    assert json.loads(by_text.output)["plain"]["token_ids"] == json.loads(by_ids.output)["plain"]["token_ids"]
