@@ -22,7 +22,10 @@ EXIT_FAIL, EXIT_INPUT, EXIT_HARNESS = 1, 2, 3
 
 
 class _SweepGroup(TyperGroup):
-    """`sweep` takes PATHS itself and has subcommands: a known subcommand name is never taken as a path."""
+    """`sweep` takes PATHS itself and has subcommands: a known subcommand name is never taken as a path, and
+    options may follow the paths (`dflash sweep runner/draft.py --jobs 2`)."""
+
+    allow_interspersed_args = True
 
     # `ctx` is typer's vendored click Context; Any keeps this override independent of where click lives.
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:

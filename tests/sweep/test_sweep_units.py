@@ -206,6 +206,7 @@ def test_functions_are_grouped_and_mapped_to_registered_mutations(tmp_path: Path
     ("args", "message"),
     [
         (["nothere"], "unknown path"),
+        (["nothere", "--jobs", "2"], "unknown path 'nothere'"),  # options may follow the paths
         (["--budget", "soon"], "bad budget"),
         (["--jobs", "0"], "--jobs"),
         (["--changed-since", "HEAD"], "changed-since"),  # the toy copy is not a git repository
@@ -214,7 +215,7 @@ def test_functions_are_grouped_and_mapped_to_registered_mutations(tmp_path: Path
         (["promote", "toyrunner.accept.x_bonus_len__mutmut_2", "Not_Kebab"], "kebab-case"),
         (["promote", "toyrunner.accept.x_bonus_len__mutmut_2", "accept-on-mismatch"], "already registered"),
     ],
-    ids=["path", "budget", "jobs", "rev", "mutant", "not-survivor", "name", "taken"],
+    ids=["path", "path-then-option", "budget", "jobs", "rev", "mutant", "not-survivor", "name", "taken"],
 )
 def test_bad_input_exits_2_with_a_named_error(toy: Path, args: list[str], message: str) -> None:
     state = toy.parent / "state.json"
