@@ -14,7 +14,6 @@ from runner.request import Request
 
 class BatchRows:
     def __init__(self, max_rows: int, max_pages: int, device: torch.device) -> None:
-        self.max_rows = max_rows
         self.requests: list[Request | None] = [None] * max_rows
         self.num_rows = 0  # rows [0, num_rows) are occupied
         # [max_rows, max_pages] page ids; unused entries point at page 0 and are always masked.

@@ -16,7 +16,7 @@ def pages_for(num_positions: int, page_size: int) -> int:
 
 
 class BlockAllocator:
-    def __init__(self, num_pages: int, name: str = "kv") -> None:
+    def __init__(self, num_pages: int, name: str) -> None:
         if num_pages <= 0:
             raise CacheCapacityError(f"{name} pool needs at least one page, got {num_pages}")
         self.name = name

@@ -21,7 +21,6 @@ class PagedKVCache:
         device: torch.device,
     ) -> None:
         self.page_size = page_size
-        self.num_pages = num_pages
         shape = (num_layers, num_pages * page_size, num_kv_heads, head_dim)
         # [num_layers, num_slots, num_kv_heads, head_dim]
         self.k = torch.zeros(shape, dtype=dtype, device=device)

@@ -1,5 +1,9 @@
 """Helpers every gate shares: the shipped fixture's location, engines over it, and the comparison helper that
 refuses to compare degenerate (constant) sequences.
+
+Fixtures that run the engine are function-scoped: mutmut (`dflash sweep`) maps each runner function to the
+tests that were running when it was called, so work done once in a module-scoped fixture would be credited to
+the first test only, and a mutant would then be checked against that one test.
 """
 
 from __future__ import annotations

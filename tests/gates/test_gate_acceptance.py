@@ -12,7 +12,7 @@ from gatekit import greedy, make_engine
 pytestmark = pytest.mark.gate
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # function scope on purpose: see gatekit.py
 def runs(prompts: list[list[int]]):
     spec = make_engine().generate(prompts, greedy())
     plain = make_engine(draft=False).generate(prompts, greedy())

@@ -28,7 +28,7 @@ def prompts2() -> list[list[int]]:
     return [list(p) for p in json.loads((FIXTURE2 / "manifest.json").read_text())["audit_prompts"]]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # function scope on purpose: see gatekit.py
 def replayed(prompts2: list[list[int]]):
     """(ours, reference walk, reference argmax, max logit diff) per drafted block of a batched run."""
     engine = make_engine(fixture=FIXTURE2, max_num_seqs=3, page_size=4)
@@ -109,3 +109,13 @@ def test_sampled_dflash2_rejects_with_the_walks_q(prompts2: list[list[int]], mon
         assert torch.allclose(q.sum(-1), torch.ones(len(drafted)), atol=1e-5)
         for token, row_q, row_c in zip(drafted, q, candidates, strict=True):
             assert token in row_c.tolist() and float(row_q[row_c.tolist().index(token)]) > 0
+
+
+def test_sampled_dflash2_batched_equals_solo(prompts2: list[list[int]]) -> None:
+    """Seeded sampled DFlash2 rows with different budgets: a row draws only for its own slots, so it samples
+    the same alone or padded into a wider batch."""
+    params = [SamplingParams(max_tokens=7 + 3 * i, temperature=1.5, seed=40 + i) for i in range(4)]
+    batched = make_engine(fixture=FIXTURE2, max_num_seqs=3).generate(prompts2[:4], params)
+    for i, p in enumerate(params):
+        (solo,) = make_engine(fixture=FIXTURE2).generate([prompts2[i]], p)
+        assert solo.token_ids == batched[i].token_ids, f"request {i}"

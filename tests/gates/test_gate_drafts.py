@@ -14,7 +14,7 @@ from gatekit import assert_same_drafts, greedy, make_engine
 pytestmark = pytest.mark.gate
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # function scope on purpose: see gatekit.py
 def solo(prompts: list[list[int]]) -> dict[int, tuple[tuple[int, ...], list[tuple[int, ...]]]]:
     engine = make_engine()
     out = {}

@@ -25,7 +25,7 @@ def drafted(engine, prompts: list[list[int]]) -> list[tuple[int, ...]]:
     return [b for o in outs for b in engine.trace.drafted_blocks(o.request_id)]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # function scope on purpose: see gatekit.py
 def paged_blocks(prompts: list[list[int]]) -> list[tuple[int, ...]]:
     return drafted(make_engine(page_size=16), prompts[:6])
 
@@ -33,6 +33,10 @@ def paged_blocks(prompts: list[list[int]]) -> list[tuple[int, ...]]:
 def test_dense_path_drafts_like_paged(prompts: list[list[int]], paged_blocks: list) -> None:
     dense = drafted(make_engine(draft_attention="dense"), prompts[:6])
     assert_same_drafts(paged_blocks, dense, "paged vs dense draft attention")
+    # With rows moving, each request's history (dense) and store (paged) must move with it.
+    moving = make_engine(draft_attention="dense", max_num_seqs=2)
+    assert_same_drafts(paged_blocks, drafted(moving, prompts[:6]), "dense draft attention with rows moving")
+    assert moving.trace.row_moves
 
 
 @pytest.mark.parametrize("page_size", [1, 3, 4])

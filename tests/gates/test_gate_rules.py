@@ -1,0 +1,146 @@
+"""Gate: the small rules everything else leans on, checked exactly on their own: request validation and its
+boundaries, the page allocator's boundaries, the sampling distribution's formula, greedy acceptance at the
+edge of a row's block, and the DFlash2 form of the acceptance rule (q over candidates).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from runner import CacheCapacityError, InvalidRequestError, SamplingParams
+from runner.block_manager import BlockAllocator
+from runner.sampling import greedy_accept, rejection_accept, sampling_probs
+
+pytestmark = pytest.mark.gate
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"max_tokens": 0}, "max_tokens must be a positive integer"),
+        ({"max_tokens": 2.0}, "max_tokens must be a positive integer"),
+        ({"temperature": -0.1}, "temperature must be >= 0"),
+        ({"temperature": math.nan}, "temperature must be >= 0"),
+        ({"top_p": 0.0}, r"top_p must be in \(0, 1\]"),
+        ({"top_p": 1.5}, r"top_p must be in \(0, 1\]"),
+        ({"top_k": -1}, "top_k must be a non-negative integer"),
+        ({"top_k": 1.0}, "top_k must be a non-negative integer"),
+    ],
+)
+def test_invalid_sampling_params_are_refused_by_name(changes: dict, message: str) -> None:
+    with pytest.raises(InvalidRequestError, match=message):
+        SamplingParams(**changes)
+
+
+def test_sampling_params_boundaries_are_accepted() -> None:
+    params = SamplingParams(max_tokens=1, temperature=0.0, top_p=1.0, top_k=0, stop_token_ids=[3, 4])
+    assert params.is_greedy and params.stop_token_ids == (3, 4)
+    assert not SamplingParams(temperature=1e-3, top_p=1e-3).is_greedy
+
+
+def test_allocator_boundaries() -> None:
+    with pytest.raises(CacheCapacityError, match="test pool needs at least one page, got 0"):
+        BlockAllocator(0, "test")
+    single = BlockAllocator(1, "single")
+    assert single.allocate(1) == [0]
+    pool = BlockAllocator(4, "test")
+    taken = pool.allocate(4)  # exactly what is free
+    assert sorted(taken) == [0, 1, 2, 3] and pool.num_free == 0 and pool.num_used == 4
+    with pytest.raises(CacheCapacityError, match="test pool: need 1 pages, 0 free"):
+        pool.allocate(1)
+    pool.free(taken[:2])
+    assert sorted(pool.allocate(2)) == sorted(taken[:2]), "freed pages must come back as the same ids"
+    with pytest.raises(ValueError, match="test pool: page 3 freed twice or never allocated"):
+        pool.free([3, 3])
+
+
+def _reference_probs(logits: torch.Tensor, temperature: float, top_p: float, top_k: int) -> torch.Tensor:
+    """softmax(logits / T) restricted to the top-k, then to the smallest prefix reaching top_p, renormalised."""
+    probs = torch.softmax(logits.double() / temperature, -1)
+    order = probs.argsort(descending=True)
+    keep = torch.zeros_like(probs, dtype=torch.bool)
+    limit = top_k if top_k > 0 else probs.numel()
+    mass, restricted = 0.0, probs[order[:limit]] / probs[order[:limit]].sum()
+    for rank, index in enumerate(order[:limit]):
+        if mass >= top_p:
+            break
+        keep[index] = True
+        mass += float(restricted[rank])
+    out = torch.where(keep, probs, torch.zeros_like(probs))
+    return (out / out.sum()).float()
+
+
+@pytest.mark.parametrize(
+    ("temperature", "top_p", "top_k"),
+    [(1.0, 1.0, 0), (0.5, 1.0, 0), (2.5, 1.0, 0), (1.0, 0.8, 0), (1.0, 1.0, 3), (0.7, 0.6, 4), (1.3, 1.0, 8)],
+)
+def test_sampling_probs_formula(temperature: float, top_p: float, top_k: int) -> None:
+    logits = torch.tensor([2.0, 1.2, 0.3, -0.5, 1.9, 0.0, -2.0, 0.8])
+    got = sampling_probs(logits, temperature, top_p, top_k)
+    want = _reference_probs(logits, temperature, top_p, top_k)
+    if top_p == 1.0 and top_k == 0:  # the defaults mean "no filter" (the DFlash2 walk relies on them)
+        assert torch.allclose(sampling_probs(logits, temperature), want, atol=1e-6)
+    assert torch.allclose(got, want, atol=1e-6), (got, want)
+    assert abs(float(got.sum()) - 1.0) < 1e-6
+
+
+def test_top_p_keeps_the_token_that_crosses_it_and_no_more() -> None:
+    logits = torch.log(torch.tensor([0.5, 0.3, 0.2]))
+    probs = sampling_probs(logits, 1.0, top_p=0.79)
+    assert probs[2] == 0 and probs[1] > 0  # 0.5 + 0.3 crosses 0.79: the third token is out
+    # Exactly reaching top_p with the first token (0.5 of mass, top_p = 0.5) keeps that token alone.
+    exact = sampling_probs(torch.tensor([0.0, 0.0, -1e9]), 1.0, top_p=0.5)
+    assert (exact > 0).sum() == 1 and float(exact.max()) == 1.0
+
+
+def test_sampling_probs_normalises_each_row() -> None:
+    logits = torch.tensor([[2.0, 1.0, 0.5, -1.0], [0.1, 0.2, 3.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
+    for top_p, top_k in ((0.7, 0), (1.0, 2), (0.9, 3)):
+        probs = sampling_probs(logits, 0.8, top_p, top_k)
+        assert torch.allclose(probs.sum(-1), torch.ones(3), atol=1e-6)
+        for row in range(3):
+            assert torch.allclose(probs[row], sampling_probs(logits[row], 0.8, top_p, top_k), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("drafted", "argmax", "num_valid", "expected"),
+    [
+        ([[5, 5, 5]], [[5, 5, 5, 5]], [1], [1]),  # a row with one real slot: padding never counts
+        ([[5, 5, 5]], [[5, 5, 5, 5]], [0], [0]),
+        ([[5, 6, 5]], [[5, 5, 5, 5]], [3], [1]),  # stops at the first mismatch
+        ([[1, 2, 3], [1, 2, 3]], [[1, 2, 3, 9], [1, 9, 3, 9]], [3, 3], [3, 1]),
+    ],
+)
+def test_greedy_accept_respects_each_rows_block(drafted, argmax, num_valid, expected) -> None:
+    assert greedy_accept(torch.tensor(drafted), torch.tensor(argmax), num_valid) == expected
+
+
+def test_rejection_rule_over_candidates() -> None:
+    """DFlash2 form: q is over top-k candidates. p(x)=0.2, q(x)=0.5: accept with probability 0.4 (4000 trials,
+    bound 0.035 = 4.5 standard errors); on rejection, resample from norm(max(p - q, 0)) over the vocab."""
+    p = torch.tensor([[0.2, 0.3, 0.3, 0.2], [0.25, 0.25, 0.25, 0.25]])
+    candidates = torch.tensor([[0, 3]])
+    q = torch.tensor([[0.5, 0.5]])  # over tokens 0 and 3
+    generator = torch.Generator().manual_seed(1)
+    accepted, hits = 0, torch.zeros(4)
+    for _ in range(4000):
+        count, token = rejection_accept([0], p, q, candidates, generator)
+        accepted += count
+        if count == 0:
+            hits[token] += 1
+    assert abs(accepted / 4000 - 0.4) < 0.035
+    # residual = max(p - q, 0) = [0, 0.3, 0.3, 0] / 0.6
+    assert hits[0] == 0 and hits[3] == 0
+    assert abs(float(hits[1] / hits.sum()) - 0.5) < 0.05
+
+
+def test_rejection_with_no_residual_mass_falls_back_to_p() -> None:
+    p = torch.tensor([[0.0, 1.0], [0.5, 0.5]])
+    q = torch.tensor([[0.0, 1.0]])
+    generator = torch.Generator().manual_seed(0)
+    # The drafted token 0 has p = 0: always rejected; p - q = 0 everywhere, so the token comes from p itself.
+    for _ in range(20):
+        assert rejection_accept([0], p, q, None, generator) == (0, 1)
