@@ -119,3 +119,18 @@ def test_sampled_dflash2_batched_equals_solo(prompts2: list[list[int]]) -> None:
     for i, p in enumerate(params):
         (solo,) = make_engine(fixture=FIXTURE2).generate([prompts2[i]], p)
         assert solo.token_ids == batched[i].token_ids, f"request {i}"
+
+
+def test_dflash2_dense_path_with_rows_moving_drafts_like_paged(prompts2: list[list[int]]) -> None:
+    """The DFlash2 draft reads old context (not only the pending rows), so a request whose dense history or
+    paged store did not move with its row drafts differently here."""
+
+    def drafted(**config: object) -> list[tuple[int, ...]]:
+        engine = make_engine(fixture=FIXTURE2, **config)
+        outs = engine.generate(prompts2[:6], greedy())
+        assert engine.trace.row_moves or config.get("max_num_seqs", 16) >= 6
+        return [b for o in outs for b in engine.trace.drafted_blocks(o.request_id)]
+
+    paged = drafted()
+    assert_same_drafts(drafted(draft_attention="dense", max_num_seqs=2), paged, "DFlash2 dense, rows moving")
+    assert_same_drafts(drafted(max_num_seqs=2, page_size=4), paged, "DFlash2 paged, rows moving")
