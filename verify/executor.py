@@ -83,6 +83,17 @@ def _warm_pytest(empty: Path) -> None:
         pytest.main(args)
 
 
+def _inside(module: Any, root: Path) -> bool:
+    """A module loaded from the user's tree (a gate helper, a test module imported by an outer pytest run):
+    the child must import its own copy from the private tree, never reuse the parent's. Installed packages
+    are not the project's, even when the virtualenv lives inside the project folder."""
+    file = getattr(module, "__file__", None)
+    if not file or getattr(module, "__name__", "") == "__main__":
+        return False
+    path = Path(file).resolve()
+    return path.is_relative_to(root.resolve()) and not path.is_relative_to(Path(sys.prefix).resolve())
+
+
 class Executor:
     """Use as a context manager: the private copy lives exactly as long as the `with` block."""
 
@@ -190,7 +201,7 @@ class Executor:
         if "torch" in sys.modules:
             sys.modules["torch"].set_num_threads(1)  # one core per child; the parent runs N of them
         owned = config.top_level_names
-        for name in [m for m in sys.modules if m.partition(".")[0] in owned]:
+        for name in [m for m in sys.modules if m.partition(".")[0] in owned or _inside(sys.modules[m], config.root)]:
             del sys.modules[name]
         real_root = str(config.root)
         sys.path[:] = [str(private)] + [p for p in sys.path if p not in ("", ".", real_root)]

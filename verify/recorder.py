@@ -1,9 +1,9 @@
 """The pytest plugin a child runs the gates with: it records each gate's outcome, and nothing else.
 
-It classifies a red gate by where and how it went red (an AssertionError in the test body is a
-check that caught the bug; any other exception is red but not by a check; setup or teardown
-failures are errors), optionally switches coverage.py's dynamic context per test, and can force
-every gate red for the harness self-check. It knows nothing of mutations or forking.
+It classifies a red gate by where and how it went red (an AssertionError or a pytest.fail in the
+test body, "DID NOT RAISE" included, is a check that caught the bug; any other exception is red but
+not by a check; setup or teardown failures are errors), optionally switches coverage.py's dynamic
+context per test, and can force every gate red for the harness self-check. It knows nothing of mutations or forking.
 """
 
 from __future__ import annotations
@@ -80,7 +80,8 @@ class Recorder:
         self._message[item.nodeid] = (str(call.excinfo.value).strip().splitlines() or [""])[0][:200]
         if call.when != "call":
             self._outcome[item.nodeid] = Outcome.ERROR
-        elif call.excinfo.errisinstance(AssertionError):
+        elif call.excinfo.errisinstance((AssertionError, pytest.fail.Exception)):
+            # pytest.fail() and pytest.raises' "DID NOT RAISE" are checks the gate made, like an assert.
             self._outcome[item.nodeid] = Outcome.ASSERTION
         else:
             self._outcome[item.nodeid] = Outcome.EXCEPTION
