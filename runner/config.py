@@ -5,7 +5,7 @@ A leaf module: frozen records validated on construction. It knows nothing of ten
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from runner.errors import CheckpointError, UnsupportedConfigError
@@ -263,10 +263,3 @@ def default_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> t
     start, end = 1, num_target_layers - 3
     span = end - start
     return tuple(round(start + i * span / (num_draft_layers - 1)) for i in range(num_draft_layers))
-
-
-def replace_config(cfg: Any, **changes: Any) -> Any:
-    """dataclasses.replace for slotted frozen records (kept here so callers need not know the field set)."""
-    values = {f.name: getattr(cfg, f.name) for f in fields(cfg)}
-    values.update(changes)
-    return type(cfg)(**values)

@@ -10,6 +10,7 @@ path): there is no second implementation of the model to drift from the one that
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -94,15 +95,14 @@ def target_config(recipe: StrideRecipe) -> TargetConfig:
 
 
 def draft_config(recipe: StrideRecipe) -> DraftConfig:
-    shapes = TargetConfig(
-        vocab_size=recipe.vocab_size,
-        hidden_size=recipe.hidden_size,
-        intermediate_size=recipe.intermediate_size,
+    # The draft's layers share the target's widths; only depth and heads are its own.
+    shapes = dataclasses.replace(
+        target_config(recipe),
         num_hidden_layers=recipe.num_draft_layers,
         num_attention_heads=recipe.draft_num_heads,
         num_key_value_heads=recipe.draft_num_kv_heads,
         head_dim=recipe.draft_head_dim,
-        max_position_embeddings=1024,
+        tie_word_embeddings=False,
     )
     return DraftConfig(
         target=shapes,

@@ -6,6 +6,7 @@ enough for greedy ties to be impossible in practice.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,15 +52,8 @@ def target_config(spec: PairSpec) -> TargetConfig:
 
 
 def draft_config(spec: PairSpec) -> DraftConfig:
-    shapes = TargetConfig(
-        vocab_size=spec.vocab_size,
-        hidden_size=spec.hidden_size,
-        intermediate_size=spec.intermediate_size,
-        num_hidden_layers=spec.num_draft_layers,
-        num_attention_heads=spec.num_attention_heads,
-        num_key_value_heads=spec.num_key_value_heads,
-        head_dim=spec.head_dim,
-        max_position_embeddings=spec.max_position_embeddings,
+    shapes = dataclasses.replace(
+        target_config(spec), num_hidden_layers=spec.num_draft_layers, tie_word_embeddings=False
     )
     dflash2 = spec.kind == "dflash2"
     return DraftConfig(
