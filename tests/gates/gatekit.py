@@ -56,3 +56,10 @@ def assert_same_drafts(actual: Sequence[tuple[int, ...]], expected: Sequence[tup
     for step, (a, e) in enumerate(zip(actual, expected, strict=False)):
         assert a == e, f"{what}: drafted block differs at step {step}: {a} != {e}"
     assert len(actual) == len(expected), f"{what}: {len(actual)} drafted steps != {len(expected)}"
+
+
+def row_owners(engine: Engine, num_rows: int) -> list[int]:
+    """The request ids in the rows of a forward call over `num_rows` rows, read from inside a forward hook: a
+    call's rows are the last `num_rows` occupied rows (prefill adds rows at the end; decode runs them all)."""
+    active = [r.request_id for r in engine.rows.requests[: engine.rows.num_rows] if r is not None]
+    return active[len(active) - num_rows :]

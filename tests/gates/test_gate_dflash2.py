@@ -13,7 +13,7 @@ import json
 import pytest
 import torch
 from dense_reference import Checkpoint, draft_block, walk
-from gatekit import FIXTURE2, assert_same_drafts, greedy, make_engine
+from gatekit import FIXTURE2, assert_same_drafts, greedy, make_engine, row_owners
 
 import runner.engine
 from runner import SamplingParams
@@ -33,12 +33,9 @@ def replayed(prompts2: list[list[int]]):
     """(ours, reference walk, reference argmax, max logit diff) per drafted block of a batched run."""
     engine = make_engine(fixture=FIXTURE2, max_num_seqs=3, page_size=4)
     calls = []
-
-    def owners(num: int) -> list[int]:
-        active = [r.request_id for r in engine.rows.requests[: engine.rows.num_rows]]
-        return active[len(active) - num :]
-
-    engine.draft.register_forward_hook(lambda m, a, out: calls.append((a[0], out.clone(), owners(out.shape[0]))))
+    engine.draft.register_forward_hook(
+        lambda m, a, out: calls.append((a[0], out.clone(), row_owners(engine, out.shape[0])))
+    )
     ids = [engine.add_request(p, greedy(max_tokens=10 + 3 * i)) for i, p in enumerate(prompts2[:6])]
     while engine.has_unfinished():
         engine.step()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 from dense_reference import Checkpoint, draft_block_logits, target_forward
-from gatekit import FIXTURE, greedy, make_engine
+from gatekit import FIXTURE, greedy, make_engine, row_owners
 
 pytestmark = pytest.mark.gate
 
@@ -29,15 +29,11 @@ def run_with_hooks(prompts: list[list[int]]):
     engine = make_engine(max_num_seqs=3, page_size=4)
     draft_calls, target_calls = [], []
 
-    def owners(num: int) -> list[int]:
-        active = [r.request_id for r in engine.rows.requests[: engine.rows.num_rows]]
-        return active[len(active) - num :]
-
     engine.draft.register_forward_hook(
-        lambda m, args, out: draft_calls.append((args[0], out.clone(), owners(out.shape[0])))
+        lambda m, args, out: draft_calls.append((args[0], out.clone(), row_owners(engine, out.shape[0])))
     )
     engine.target.register_forward_hook(
-        lambda m, args, out: target_calls.append((args[0], out[0].clone(), owners(out[0].shape[0])))
+        lambda m, args, out: target_calls.append((args[0], out[0].clone(), row_owners(engine, out[0].shape[0])))
     )
     ids = [engine.add_request(p, greedy(max_tokens=6 + 4 * i)) for i, p in enumerate(prompts)]
     while engine.has_unfinished():
