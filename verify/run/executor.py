@@ -31,11 +31,11 @@ from typing import Any
 
 import pytest
 
-from verify import coverage_map
-from verify.apply import MutantFinder
-from verify.project import ProjectConfig, project_files
-from verify.recorder import Recorder
-from verify.result import GateOutcome, Outcome
+from verify.report.verdict import GateOutcome, Outcome
+from verify.run import coverage_map
+from verify.run.apply import MutantFinder
+from verify.run.recorder import Recorder
+from verify.run.settings import ProjectConfig, project_files
 
 __all__ = ["Executor", "Job", "JobResult"]
 
