@@ -106,8 +106,8 @@ class MutantFinder(importlib.abc.MetaPathFinder):
     a child the user's working tree instead of the private copy.
     """
 
-    def __init__(self, root: Path, package_names: Sequence[str], overrides: dict[str, str]) -> None:
-        self.root = str(root)
+    def __init__(self, roots: Sequence[Path], package_names: Sequence[str], overrides: dict[str, str]) -> None:
+        self.roots = [str(root) for root in roots]  # the private copy's import paths (flat, src/, several)
         self.package_names = frozenset(package_names)
         self.overrides = {str(Path(path).resolve()): text for path, text in overrides.items()}
         self.loaded: set[str] = set()
@@ -117,9 +117,9 @@ class MutantFinder(importlib.abc.MetaPathFinder):
     ) -> importlib.machinery.ModuleSpec | None:
         if fullname.partition(".")[0] not in self.package_names:
             return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, list(path) if path else [self.root])
+        spec = importlib.machinery.PathFinder.find_spec(fullname, list(path) if path else self.roots)
         if spec is None:
-            raise ModuleNotFoundError(f"No module named {fullname!r} in {self.root}", name=fullname)
+            raise ModuleNotFoundError(f"No module named {fullname!r} in {', '.join(self.roots)}", name=fullname)
         origin = str(Path(spec.origin).resolve()) if spec.origin else ""
         if origin not in self.overrides:
             return spec

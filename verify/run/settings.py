@@ -37,6 +37,7 @@ class ProjectConfig:
     root: Path
     mutation_modules: tuple[str, ...] = ("mutations",)
     gates: tuple[str, ...] = ("tests/gates",)
+    gate_marker: str = "gate"  # pytest marker expression that selects the gates under `gates`
     source_roots: tuple[str, ...] = ("runner",)
     jobs: int = 0  # 0: one child per CPU
     timeout_factor: float = 10.0  # a mutant may take this many times the baseline of the gates it runs
@@ -65,6 +66,8 @@ class ProjectConfig:
                 raise ConfigError(f"[tool.dflash] path {rel!r} must be relative and inside the project")
         if isinstance(self.jobs, bool) or not isinstance(self.jobs, int) or self.jobs < 0:
             raise ConfigError(f"[tool.dflash] jobs must be an integer >= 0, got {self.jobs!r}")
+        if not isinstance(self.gate_marker, str) or not self.gate_marker.strip():
+            raise ConfigError("[tool.dflash] gate_marker must be a non-empty pytest marker expression")
         if isinstance(self.flake_reruns, bool) or not isinstance(self.flake_reruns, int) or self.flake_reruns < 0:
             raise ConfigError(f"[tool.dflash] flake_reruns must be an integer >= 0, got {self.flake_reruns!r}")
         for name in ("timeout_factor", "timeout_min_s", "baseline_timeout_s"):
@@ -118,7 +121,7 @@ class ProjectConfig:
 
 
 _LIST_KEYS = ("mutation_modules", "gates", "source_roots", "preload", "required", "invariant_errors")
-_SCALAR_KEYS = ("jobs", "timeout_factor", "timeout_min_s", "baseline_timeout_s", "flake_reruns")
+_SCALAR_KEYS = ("gate_marker", "jobs", "timeout_factor", "timeout_min_s", "baseline_timeout_s", "flake_reruns")
 
 
 def load_config(root: Path) -> ProjectConfig:
