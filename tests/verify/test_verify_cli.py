@@ -8,7 +8,7 @@ import subprocess
 import pytest
 from typer.testing import CliRunner
 
-from verify.cli.verify import mutations_app
+from verify.cli.mutations import mutations_app
 from verify.report.files import read_json
 from verify.report.verdict import Status
 
@@ -123,8 +123,17 @@ def test_shards_add_up_to_the_full_run_and_merge_joins_them(toy_run, cli, tmp_pa
     assert {r.name: r.status for r in report.mutations} == {r.name: r.status for r in toy_run.report.mutations}
     assert report.score == toy_run.report.score and report.vacuous_gates == toy_run.report.vacuous_gates
     assert "add-off-by-one" in details
-    overlap = cli("merge", str(paths[0]), str(paths[0]), "--json", str(tmp_path / "bad.json"))
+    overlap = cli("merge", str(paths[0]), *map(str, paths), "--json", str(tmp_path / "bad.json"))
     assert overlap.exit_code == 2 and "more than one report" in overlap.output
+    missing = cli("merge", str(paths[0]), str(paths[2]), "--json", str(tmp_path / "partial.json"))
+    assert missing.exit_code == 2 and "missing shard(s) 2/3 of 3" in missing.output, missing.output
+    assert not (tmp_path / "partial.json").exists()
+    formats = {"--json": "p.json", "--junit": "p.xml", "--html": "p.html", "--stryker": "p-stryker.json"}
+    args = [arg for option, name in formats.items() for arg in (option, str(tmp_path / name))]
+    partial = cli("merge", str(paths[0]), str(paths[2]), "--allow-partial", "--project", str(toy_run.root), *args)
+    assert partial.exit_code == 1, partial.output
+    assert all((tmp_path / name).stat().st_size > 0 for name in formats.values())
+    assert sorted(r.name for r in read_json(tmp_path / "p.json")[0].mutations) == sorted(names[0] + names[2])
     data = json.loads(paths[1].read_text())
     data["schema"] = "dflash-verify/0"
     paths[1].write_text(json.dumps(data))

@@ -1,6 +1,9 @@
-"""The `dflash` command line: one typer app; each command parses, calls one library function, renders.
+"""The `dflash` command: the typer app and the registry of its command groups.
 
-Command groups live in their own modules and are joined here with `add_typer`.
+Start-up stays light: this package and every command module import only typer and the standard library at
+module level; torch, the runner, pytest, coverage, mutmut and rich are imported inside the command that needs
+them, so `dflash --help` and every `--help` answer at once (tests/cli/test_startup.py holds this). A new
+command group is one module exposing a typer app or a function, registered below.
 """
 
 from __future__ import annotations
@@ -9,12 +12,29 @@ import typer
 
 from verify.cli.fixtures import fixtures_app
 from verify.cli.generate import generate
+from verify.cli.mutations import mutations_app
 from verify.cli.sweep import sweep_app
-from verify.cli.verify import mutations_app, verify_app
+from verify.cli.verify import verify_app
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
-app.command()(generate)
+HELP = """Prove that a speculative-decoding engine's tests catch the bugs that matter.
+
+`dflash verify` applies each registered mutation (a named, realistic bug) to the runner in a private copy,
+runs the gates (tests marked `gate`) against it and reports which gates catch which bug, with a CI verdict.
+
+\b
+Examples:
+  dflash verify                      run the whole catalog; last line: PASS/FAIL
+  dflash verify -m walk-replaced-by-argmax
+  dflash verify show                 the last run's matrix, without running anything
+  dflash mutations list              the catalog
+  dflash mutations show NAME | git apply --check
+  dflash fixtures audit              can the fixture tell a right context from a wrong one?
+  dflash sweep runner/batch.py       mutmut's operator mutants against the gates
+"""
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=HELP, rich_markup_mode=None)
 app.add_typer(verify_app, name="verify")
 app.add_typer(mutations_app, name="mutations")
-app.add_typer(sweep_app, name="sweep")
 app.add_typer(fixtures_app, name="fixtures")
+app.add_typer(sweep_app, name="sweep")
+app.command()(generate)

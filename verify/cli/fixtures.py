@@ -1,4 +1,7 @@
-"""`dflash fixtures build` and `dflash fixtures audit`: parse, call verify.fixtures.catalog, render."""
+"""`dflash fixtures build` and `dflash fixtures audit`: parse, call verify.fixtures.catalog, render.
+
+torch loads inside each command (the catalog trains and runs models), never at `dflash --help`.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +11,22 @@ from typing import Annotated
 
 import typer
 
-from verify.fixtures.catalog import FixtureError, audit_fixture, build_fixture
-from verify.fixtures.render import render_audit
+fixtures_app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+    help="""The shipped fixture pairs (a tiny target and its DFlash draft) the gates run on.
 
-fixtures_app = typer.Typer(no_args_is_help=True, add_completion=False, help="Build and audit the shipped fixtures.")
+The audit proves a fixture can discriminate: a draft that ignores its context, its mask or its weights
+would make every gate blind, so each figure is printed beside the threshold it must meet.
+
+\b
+Examples:
+  dflash fixtures audit
+  dflash fixtures audit --fixture stride-dflash2 --json audit.json
+  dflash fixtures build --fixture stride-dflash --seed 7
+""",
+)
 
 
 @fixtures_app.command("build")
@@ -20,7 +35,17 @@ def build_cmd(
     seed: Annotated[int | None, typer.Option(help="Override the recipe's seed.")] = None,
     out: Annotated[Path | None, typer.Option(help="Write under this folder instead of runner/fixtures/.")] = None,
 ) -> None:
-    """Regenerate a fixture pair from its recipe and seed on CPU, audit it, and write its manifest."""
+    """Retrain a fixture pair from its recipe and seed on CPU (about 3 minutes), audit it, write its manifest.
+
+    The shipped pair is replaced only when the new one passes its audit.
+
+    \b
+    Example:
+      dflash fixtures build --fixture stride-dflash2 --out /tmp/fixtures
+    """
+    from verify.fixtures.catalog import FixtureError, build_fixture
+    from verify.fixtures.render import render_audit
+
     try:
         result = build_fixture(fixture, seed=seed, out_root=out)
     except FixtureError as exc:
@@ -37,7 +62,15 @@ def audit_cmd(
     ),
     json_path: Annotated[Path | None, typer.Option("--json", help="Also write the figures as JSON here.")] = None,
 ) -> None:
-    """Prove the fixture can discriminate: every figure beside its threshold; exit 1 if one fails."""
+    """Measure how well a fixture discriminates, each figure beside its threshold; exit 1 if one fails.
+
+    \b
+    Example:
+      dflash fixtures audit --fixture stride-dflash2
+    """
+    from verify.fixtures.catalog import FixtureError, audit_fixture
+    from verify.fixtures.render import render_audit
+
     try:
         report = audit_fixture(fixture)
     except FixtureError as exc:

@@ -1,17 +1,20 @@
-"""`dflash generate`: run the runner on one prompt and print its tokens, acceptance lengths and speed."""
+"""`dflash generate`: run the runner on one prompt and print its tokens, acceptance lengths and speed.
+
+torch and the runner are imported inside the command, so `dflash --help` never pays for them; sampling
+defaults are the runner's own (`SamplingParams`), applied when an option is left out.
+"""
 
 from __future__ import annotations
 
 import json
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from runner import Engine, RunnerError, SamplingParams
-
-DEFAULTS = SamplingParams()
+if TYPE_CHECKING:
+    from runner import Engine, SamplingParams
 
 
 def _prompt_ids(target: Path, prompt_ids: str | None, prompt: str | None) -> list[int]:
@@ -49,18 +52,31 @@ def generate(
     draft: Annotated[Path | None, typer.Option(help="DFlash draft folder; omit for plain decoding.")] = None,
     prompt_ids: Annotated[str | None, typer.Option(help='Prompt token ids, e.g. "1 2 3".')] = None,
     prompt: Annotated[str | None, typer.Option(help="Prompt text (needs tokenizer.json in the target).")] = None,
-    max_tokens: Annotated[int, typer.Option(help="Tokens to generate.")] = DEFAULTS.max_tokens,
-    temperature: Annotated[float, typer.Option(help="0 for greedy.")] = DEFAULTS.temperature,
+    max_tokens: Annotated[int | None, typer.Option(help="Tokens to generate [default: the runner's, 64].")] = None,
+    temperature: Annotated[float | None, typer.Option(help="0 for greedy [default: 0].")] = None,
     seed: Annotated[int | None, typer.Option(help="Per-request seed for sampling.")] = None,
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
     dtype: Annotated[str, typer.Option(help="float32 or bfloat16.")] = "float32",
     compare_plain: Annotated[bool, typer.Option(help="Also run plain decoding and compare speed.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Generate from one prompt with speculative (or plain) decoding."""
+    """Generate from one prompt with speculative decoding (or plain decoding without --draft).
+
+    \b
+    Example:
+      dflash generate --target runner/fixtures/stride-dflash/target \\
+        --draft runner/fixtures/stride-dflash/draft --prompt-ids "3 6 9 12" --max-tokens 32 --compare-plain
+    """
+    from runner import Engine, RunnerError, SamplingParams
+
     ids = _prompt_ids(target, prompt_ids, prompt)
+    defaults = SamplingParams()
     try:
-        params = SamplingParams(max_tokens=max_tokens, temperature=temperature, seed=seed)
+        params = SamplingParams(
+            max_tokens=defaults.max_tokens if max_tokens is None else max_tokens,
+            temperature=defaults.temperature if temperature is None else temperature,
+            seed=seed,
+        )
         engine = Engine.from_pretrained(target, draft, device=device, dtype=dtype)
         _timed(engine, ids, params)  # warm-up: first-call allocations are not decoding speed
         result, _ = _timed(engine, ids, params)

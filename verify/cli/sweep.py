@@ -1,7 +1,8 @@
 """`dflash sweep [PATHS...]` and `dflash sweep promote MUTANT NAME`: parse, call the sweep, render.
 
-Exit codes: 0 the score reached --fail-under; 1 it did not (or the sweep was interrupted); 2 bad input;
-3 mutmut could not run the gates (a red clean run, an unseen forced failure).
+mutmut, libcst and rich load inside the commands, never at `dflash --help`. Exit codes: 0 the score reached
+--fail-under; 1 it did not (or the sweep was interrupted); 2 bad input; 3 mutmut could not run the gates (a red
+clean run, an unseen forced failure).
 """
 
 from __future__ import annotations
@@ -12,14 +13,6 @@ from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
-
-from verify.run.settings import ConfigError, load_config, load_mutations
-from verify.sweep import equivalents
-from verify.sweep import promote as sweep_promote
-from verify.sweep import render as sweep_render
-from verify.sweep import report as sweep_report
-from verify.sweep.driver import DEFAULT_JOBS, SweepConfig, SweepInputError, parse_budget, run_sweep
-from verify.sweep.result import SweepOutcome
 
 EXIT_FAIL, EXIT_INPUT, EXIT_HARNESS = 1, 2, 3
 
@@ -39,13 +32,32 @@ class _SweepGroup(TyperGroup):
         return super().parse_args(ctx, args)
 
 
-sweep_app = typer.Typer(cls=_SweepGroup, add_completion=False)
+sweep_app = typer.Typer(
+    cls=_SweepGroup,
+    add_completion=False,
+    rich_markup_mode=None,
+    help="""Run mutmut's operator mutants of the runner against the gates and report what survives.
+
+Where `dflash verify` runs the named catalog, a sweep tries every small operator change (a + for a -, a
+< for a <=, a dropped call) in a private copy, with the gates as the test suite, and groups survivors by
+module and function beside the registered mutations that already touch them. Equivalent mutants are
+marked once, with a reason, in mutations/equivalents.toml.
+
+\b
+Examples:
+  dflash sweep runner/batch.py runner/sampling.py --jobs 2
+  dflash sweep --changed-since origin/main --budget 10m
+  dflash sweep promote 'runner.batch.x_compact__mutmut_3' batch-compaction-skips-row
+""",
+)
 
 Root = Annotated[Path, typer.Option(help="The project root (holds pyproject.toml).")]
 State = Annotated[Path | None, typer.Option(help="Where the sweep is saved for promote (default: in the user cache).")]
 
 
 def _fail(message: str, code: int = EXIT_INPUT) -> typer.Exit:
+    from verify.sweep import render as sweep_render
+
     sweep_render.render_error(message)
     return typer.Exit(code)
 
@@ -67,13 +79,18 @@ def sweep(
         list[str] | None, typer.Argument(help="Runner modules or folders (default: the project's source_roots).")
     ] = None,
     root: Root = Path("."),
-    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Mutants tested in parallel.")] = DEFAULT_JOBS,
+    jobs: Annotated[
+        int | None, typer.Option("--jobs", "-j", help="Mutants tested in parallel [default: one per CPU].")
+    ] = None,
     budget: Annotated[str | None, typer.Option(help="Stop cleanly after this long, e.g. 10m or 1h30m.")] = None,
     changed_since: Annotated[str | None, typer.Option(help="Only modules changed since this git revision.")] = None,
     fail_under: Annotated[float, typer.Option(help="Exit 1 when the score (killed/scored) is below this.")] = 1.0,
     equivalents_file: Annotated[
-        Path, typer.Option("--equivalents", help="Marked equivalent mutants, relative to the root.")
-    ] = equivalents.DEFAULT_PATH,
+        Path | None,
+        typer.Option(
+            "--equivalents", help="Equivalent mutants file, relative to the root [default: mutations/equivalents.toml]"
+        ),
+    ] = None,
     verify_report: Annotated[
         Path | None, typer.Option(help="A `dflash verify --json` report whose catalog verdicts go beside the sweep's.")
     ] = None,
@@ -83,19 +100,24 @@ def sweep(
     state: State = None,
     workdir: Annotated[Path | None, typer.Option(help="Make (and keep) the private copy here.")] = None,
 ) -> None:
-    """Run mutmut's operator mutants of the runner against the CPU gates, in a private copy, and report the
-    survivors by module and function beside the registered mutations."""
     if ctx.invoked_subcommand is not None:
         return
+    from verify.run.settings import ConfigError, load_config, load_mutations
+    from verify.sweep import equivalents
+    from verify.sweep import render as sweep_render
+    from verify.sweep import report as sweep_report
+    from verify.sweep.driver import DEFAULT_JOBS, SweepConfig, SweepInputError, parse_budget, run_sweep
+    from verify.sweep.result import SweepOutcome
+
     try:
         project = load_config(root)
         config = SweepConfig(
             root=project.root,
             paths=tuple(paths or project.source_roots),
-            jobs=jobs,
+            jobs=DEFAULT_JOBS if jobs is None else jobs,
             budget_s=parse_budget(budget) if budget is not None else None,
             changed_since=changed_since,
-            equivalents=equivalents_file,
+            equivalents=equivalents.DEFAULT_PATH if equivalents_file is None else equivalents_file,
             workdir=workdir.resolve() if workdir else None,
         )
         catalog = load_mutations(project)
@@ -126,7 +148,17 @@ def promote(
     state: State = None,
     into: Annotated[Path | None, typer.Option(help="The catalog module to append to.")] = None,
 ) -> None:
-    """Turn a sweep survivor into a registered mutation in the catalog (fill in its bug_class line)."""
+    """Turn a sweep survivor into a registered mutation in the catalog (then fill in its bug_class line).
+
+    \b
+    Example:
+      dflash sweep promote 'runner.batch.x_compact__mutmut_3' batch-compaction-skips-row
+    """
+    from verify.run.settings import ConfigError, load_config, load_mutations
+    from verify.sweep import promote as sweep_promote
+    from verify.sweep import render as sweep_render
+    from verify.sweep import report as sweep_report
+
     try:
         project = load_config(root)
         saved = state or sweep_report.default_state_path(project.root)

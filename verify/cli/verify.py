@@ -1,89 +1,101 @@
-"""`dflash verify` (run the mutation matrix, merge shard reports) and `dflash mutations` (the catalog).
+"""`dflash verify`: run the mutation matrix; `verify merge` joins shard reports; `verify show` re-renders one.
 
-Each command parses, calls one library function, writes the requested reports and renders. Exit
-codes: 0 every required mutation killed, nothing stale, no pinned killer lost, score >= --fail-under;
-1 otherwise; 2 usage or config errors; 3 a red or flaky baseline, or a failed harness self-check.
+Imports only typer at module level (the run, pytest, torch and rich load inside the command), so `--help`
+answers at once. Exit codes: 0 pass; 1 fail (a required mutation not killed, a stale one, a lost pin, the
+score under --fail-under); 2 usage or configuration errors; 3 a red or flaky baseline or a failed harness
+self-check.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from verify.mutation import MutationError
-from verify.report.files import Detail, MergeError, merge, write_json, write_junit, write_stryker
-from verify.report.html import write_html
-from verify.report.terminal import (
-    PhaseProgress,
-    render_error,
-    render_failures,
-    render_mutation,
-    render_mutations,
-    render_report,
+from verify.cli.mutations import ProjectOption
+from verify.cli.reporting import (
+    EXIT_FAILED,
+    EXIT_HARNESS,
+    EXIT_USAGE,
+    ByOption,
+    FailUnderOption,
+    HtmlOption,
+    JsonOption,
+    JunitOption,
+    StrykerOption,
+    finish,
 )
-from verify.report.verdict import RunReport
-from verify.run.apply import Stale, apply_mutation, details_for
-from verify.run.cache import ChangedSinceError
-from verify.run.phases import BaselineError, HarnessError, RunOptions, SelectionError, Shard, run_verify
-from verify.run.settings import ConfigError, load_config, load_mutations
+from verify.cli.show import show
 
-__all__ = ["mutations_app", "verify_app"]
+__all__ = ["verify_app"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_HARNESS = 0, 1, 2, 3
+verify_app = typer.Typer(
+    add_completion=False,
+    rich_markup_mode=None,
+    help="""Run every registered mutation against the gates and report which gates catch which bug.
 
-verify_app = typer.Typer(add_completion=False, help=__doc__)
-mutations_app = typer.Typer(add_completion=False, no_args_is_help=True, help="The registered mutation catalog.")
+Phases: a baseline (every gate on the unmutated code, under coverage), a harness self-check (a forced
+failure must turn the gates red, unchanged code must keep them green), then each mutation in a forked
+child against the gates that reach its lines. Results are cached in .dflash-cache/, so a second run with
+nothing changed replays them. The last line is the verdict: PASS or FAIL, what failed, time, reports.
 
-ProjectOption = Annotated[Path, typer.Option("--project", help="Project root holding pyproject.toml [tool.dflash].")]
-JsonOption = Annotated[Path | None, typer.Option("--json", help="Write the dflash-verify/1 JSON report here.")]
-JunitOption = Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML (one testcase per mutation).")]
-HtmlOption = Annotated[Path | None, typer.Option("--html", help="Write the offline HTML heatmap.")]
-FailUnderOption = Annotated[
-    float, typer.Option("--fail-under", min=0.0, max=1.0, help="Fail when the score (0..1) is below this.")
-]
+\b
+Examples:
+  dflash verify                                  the whole catalog
+  dflash verify -m walk-replaced-by-argmax       one mutation
+  dflash verify --jobs 2 --html report.html --json report.json
+  dflash verify --shard 1/4 --json shard-1.json  one CI shard; then `dflash verify merge`
+  dflash verify --changed-since origin/main      only what a branch touches
+  dflash verify show                             the last run again, without running
 
-
-def _write(
-    report: RunReport, details: dict[str, Detail], json: Path | None, junit: Path | None, html: Path | None
-) -> None:
-    if json is not None:
-        write_json(report, json, details)
-    if junit is not None:
-        write_junit(report, junit, details)
-    if html is not None:
-        write_html(report, html, details)
-
-
-def _finish(report: RunReport, fail_under: float) -> None:
-    render_report(report)
-    failures = report.failures(fail_under)
-    render_failures(failures)
-    raise typer.Exit(EXIT_FAILED if failures else EXIT_OK)
+\b
+Exit codes: 0 pass; 1 fail; 2 usage or configuration error;
+3 red or flaky baseline, or failed harness self-check.
+""",
+)
+verify_app.command("show")(show)
 
 
 @verify_app.callback(invoke_without_command=True)
 def verify(
     ctx: typer.Context,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Children at once (0: the config's jobs).")] = 0,
-    all_gates: Annotated[bool, typer.Option("--all-gates", help="Run every gate, not only those reaching.")] = False,
-    changed_since: Annotated[str | None, typer.Option("--changed-since", help="Only what changed since REV.")] = None,
-    shard: Annotated[str | None, typer.Option("--shard", help="Run slice K/N of the sorted mutations.")] = None,
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", min=0, help="Mutations run at once (0: [tool.dflash] jobs).")
+    ] = 0,
+    all_gates: Annotated[
+        bool, typer.Option("--all-gates", help="Run every gate for every mutation, not only the gates reaching it.")
+    ] = False,
+    changed_since: Annotated[
+        str | None, typer.Option("--changed-since", metavar="REV", help="Only mutations whose file or gates changed.")
+    ] = None,
+    shard: Annotated[
+        str | None, typer.Option("--shard", metavar="K/N", help="Run slice K of N of the sorted mutations.")
+    ] = None,
     json: JsonOption = None,
     junit: JunitOption = None,
     html: HtmlOption = None,
-    stryker: Annotated[Path | None, typer.Option("--stryker", help="Write Stryker mutation-testing JSON.")] = None,
+    stryker: StrykerOption = None,
     fail_under: FailUnderOption = 0.0,
     mutation: Annotated[
-        list[str] | None, typer.Option("--mutation", "-m", help="Only this mutation (repeatable).")
+        list[str] | None, typer.Option("--mutation", "-m", metavar="NAME", help="Only this mutation (repeatable).")
     ] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Ignore and do not write .dflash-cache/.")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write .dflash-cache/.")] = False,
+    by: ByOption = "file",
     project: ProjectOption = Path("."),
 ) -> None:
-    """Run every registered mutation against the gates and report which gates catch which bugs."""
     if ctx.invoked_subcommand is not None:
         return
+    from verify.mutation import MutationError
+    from verify.report.progress import PhaseProgress
+    from verify.report.terminal import render_error
+    from verify.run.apply import details_for
+    from verify.run.cache import ChangedSinceError
+    from verify.run.phases import BaselineError, HarnessError, RunOptions, SelectionError, Shard, run_verify
+    from verify.run.settings import ConfigError, load_config, load_mutations
+
+    started = time.monotonic()
     try:
         config = load_config(project)
         mutations = load_mutations(config)
@@ -107,51 +119,54 @@ def verify(
         render_error("interrupted before the baseline and self-check finished")
         raise typer.Exit(EXIT_FAILED) from None
     details = details_for({r.name: mutations[r.name] for r in report.mutations}, config.root)
-    _write(report, details, json, junit, html)
-    if stryker is not None:
-        write_stryker(report, stryker, details, config.root)
-    _finish(report, fail_under)
+    settings = {
+        "jobs": jobs or config.num_jobs,
+        "all_gates": all_gates,
+        "changed_since": changed_since,
+        "shard": shard,
+        "mutations": list(mutation or ()),
+        "use_cache": not no_cache,
+        "fail_under": fail_under,
+    }
+    code = finish(
+        report, details, config.root, fail_under, started, settings, (json, junit, html, stryker), by,
+        save_last=not no_cache,
+    )  # fmt: skip
+    raise typer.Exit(code)
 
 
 @verify_app.command("merge")
 def merge_reports(
-    files: Annotated[list[Path], typer.Argument(help="Shard reports written with --json.")],
+    files: Annotated[list[Path], typer.Argument(help="The shard reports, written with --json.")],
     json: JsonOption = None,
     junit: JunitOption = None,
     html: HtmlOption = None,
+    stryker: StrykerOption = None,
     fail_under: FailUnderOption = 0.0,
+    allow_partial: Annotated[
+        bool, typer.Option("--allow-partial", help="Merge even when a shard is missing or was interrupted.")
+    ] = False,
+    by: ByOption = "file",
+    project: ProjectOption = Path("."),
 ) -> None:
-    """Join the JSON reports of `dflash verify --shard K/N` runs into one report."""
+    """Join the JSON reports of `dflash verify --shard K/N` runs into one report, in any format.
+
+    Refuses a set that misses a shard (1..N each exactly once) or holds an interrupted one, unless
+    --allow-partial. Exit codes as `dflash verify`.
+
+    \b
+    Example:
+      dflash verify merge shard-*.json --json all.json --html all.html --junit all.xml
+    """
+    from verify.report.files import MergeError, merge
+    from verify.report.terminal import render_error
+
+    started = time.monotonic()
     try:
-        report, details = merge(files)
+        report, details = merge(files, allow_partial=allow_partial)
     except MergeError as error:
         render_error(str(error))
         raise typer.Exit(EXIT_USAGE) from None
-    _write(report, details, json, junit, html)
-    _finish(report, fail_under)
-
-
-@mutations_app.command("list")
-def list_mutations(project: ProjectOption = Path(".")) -> None:
-    """List the registered mutations: name, file, bug class and pinned killers."""
-    try:
-        render_mutations(load_mutations(load_config(project)))
-    except ConfigError as error:
-        render_error(str(error))
-        raise typer.Exit(EXIT_USAGE) from None
-
-
-@mutations_app.command("show")
-def show_mutation(name: str, project: ProjectOption = Path(".")) -> None:
-    """Print one mutation's bug class and its diff against the current source."""
-    try:
-        config = load_config(project)
-        mutations = load_mutations(config)
-        if name not in mutations:
-            raise ConfigError(f"unknown mutation {name!r}")
-    except ConfigError as error:
-        render_error(str(error))
-        raise typer.Exit(EXIT_USAGE) from None
-    applied = apply_mutation(mutations[name], config.root)
-    detail = details_for({name: mutations[name]}, config.root)[name]
-    render_mutation(mutations[name], detail, applied.reason if isinstance(applied, Stale) else "")
+    settings = {"merged": [str(f) for f in files], "allow_partial": allow_partial, "fail_under": fail_under}
+    code = finish(report, details, project, fail_under, started, settings, (json, junit, html, stryker), by)
+    raise typer.Exit(code)

@@ -1,47 +1,41 @@
-"""Report writers (JSON, JUnit XML, Stryker JSON, offline HTML) and the merge of shard reports.
+"""The JSON report (schema "dflash-verify/1"), reading it back, and the merge of shard reports.
 
-The JSON schema "dflash-verify/1" is stable; keys are only ever added:
+Keys are only ever added to the schema:
 
-    {"schema": "dflash-verify/1", "shard": "K/N" or "", "interrupted": bool,
+    {"schema": "dflash-verify/1", "tool": {"name", "version"}, "project": {"root", "commit"},
+     "verdict": {"result": "PASS"|"FAIL", "failures": [...], "score", "detected", "killed", "judged",
+                 "counts": {status: n}}, "settings": {...}, "wall_s": float|null, "self_check": str,
+     "shard": "K/N" or "", "interrupted": bool,
      "baseline": {"status": "green", "gates": [{"id", "duration_s"}]},
      "mutations": [{"name", "status", "killed_by", "ran", "duration_s", "reason", "cached",
-                    "red_by_assertion", "red_by_exception", "outcomes": [{"gate_id", "outcome",
-                    "duration_s", "exc_type"}], "bug_class", "file", "diff"}],
-     "gates": [{"id", "kills", "vacuous"}],
-     "score": float, "required": [names], "pins": [{"name", "expect_killed_by"}]}
+                    "outcomes": [{"gate_id", "outcome", "duration_s", "exc_type", "message"}],
+                    "bug_class", "file", "diff"}],
+     "gates": [{"id", "kills", "vacuous"}], "score": float|null, "required": [names],
+     "pins": [{"name", "expect_killed_by"}]}
 
-This module turns records into files; it never runs anything and never prints.
+The verdict block comes from `summary.judge`, the same function the terminal uses. This module turns
+records into files and back; it never runs anything and never prints.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, RunReport, Status, result_from_dict
+from verify.report.summary import judge
+from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, RunReport, result_from_dict
 
-__all__ = [
-    "SCHEMA",
-    "Detail",
-    "MergeError",
-    "merge",
-    "read_json",
-    "to_json",
-    "write_json",
-    "write_junit",
-    "write_stryker",
-]
+__all__ = ["SCHEMA", "Detail", "MergeError", "RunInfo", "merge", "read_json", "read_report", "to_json", "write_json"]
 
 SCHEMA = "dflash-verify/1"
 
 
 class MergeError(Exception):
-    """Shard reports that cannot be joined: another schema, another baseline, or a mutation twice."""
+    """Reports that cannot be read or joined: another schema, other gates, a mutation twice, a missing shard."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,20 +52,52 @@ class Detail:
     last_column: int = 1
 
 
-def to_json(report: RunReport, details: Mapping[str, Detail] | None = None) -> dict[str, Any]:
-    details = details or {}
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """How the report came to be: the tool, the project's commit, the run's settings and wall time."""
+
+    tool_version: str = ""
+    commit: str = ""  # the project's git HEAD, "+dirty" when the tree has uncommitted changes; "" outside git
+    root: str = ""
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    wall_s: float | None = None
+    fail_under: float = 0.0
+
+
+def to_json(
+    report: RunReport, details: Mapping[str, Detail] | None = None, info: RunInfo | None = None
+) -> dict[str, Any]:
+    details, info = details or {}, info or RunInfo()
     kills, vacuous = report.gate_kills, set(report.vacuous_gates)
+    verdict = judge(report, info.fail_under)
     mutations = []
     for result in report.mutations:
         entry = dataclasses.asdict(result)
-        entry["red_by_assertion"] = list(result.red_by_assertion)
-        entry["red_by_exception"] = list(result.red_by_exception)
         detail = details.get(result.name)
         if detail is not None:
             entry.update(bug_class=detail.bug_class, file=detail.file, diff=detail.diff)
         mutations.append(entry)
+    extra = {
+        f.name: _plain(getattr(report, f.name))
+        for f in dataclasses.fields(report)
+        if f.name not in ("baseline", "mutations", "required", "pins", "shard", "interrupted")
+    }
     return {
         "schema": SCHEMA,
+        "tool": {"name": "dflash-verify", "version": info.tool_version},
+        "project": {"root": info.root, "commit": info.commit},
+        "verdict": {
+            "result": verdict.word,
+            "failures": list(verdict.failures),
+            "score": verdict.score,
+            "detected": getattr(report, "detected", None),
+            "killed": verdict.killed,
+            "judged": verdict.judged,
+            "counts": dict(verdict.counts),
+        },
+        "settings": dict(info.settings),
+        "wall_s": info.wall_s,
+        **extra,
         "shard": report.shard,
         "interrupted": report.interrupted,
         "baseline": {
@@ -86,11 +112,17 @@ def to_json(report: RunReport, details: Mapping[str, Detail] | None = None) -> d
     }
 
 
-def write_json(report: RunReport, path: Path, details: Mapping[str, Detail] | None = None) -> None:
-    Path(path).write_text(json.dumps(to_json(report, details), indent=2) + "\n")
+def _plain(value: Any) -> Any:
+    return [_plain(v) for v in value] if isinstance(value, tuple) else value
 
 
-def read_json(path: Path) -> tuple[RunReport, dict[str, Detail]]:
+def write_json(
+    report: RunReport, path: Path, details: Mapping[str, Detail] | None = None, info: RunInfo | None = None
+) -> None:
+    Path(path).write_text(json.dumps(to_json(report, details, info), indent=2) + "\n")
+
+
+def read_report(path: Path) -> tuple[RunReport, dict[str, Detail], RunInfo]:
     """A report written by `write_json`, back as records (details only where the file has them)."""
     try:
         data = json.loads(Path(path).read_text())
@@ -99,6 +131,12 @@ def read_json(path: Path) -> tuple[RunReport, dict[str, Detail]]:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise MergeError(f"{path}: schema {data.get('schema') if isinstance(data, dict) else None!r}, want {SCHEMA}")
     gates = tuple(GateOutcome(g["id"], Outcome.PASSED, float(g["duration_s"])) for g in data["baseline"]["gates"])
+    known = {f.name for f in dataclasses.fields(RunReport)}
+    extra = {
+        key: tuple(tuple(v) if isinstance(v, list) else v for v in value) if isinstance(value, list) else value
+        for key, value in data.items()
+        if key in known and key not in ("baseline", "mutations", "required", "pins", "shard", "interrupted")
+    }
     report = RunReport(
         baseline=Baseline(data["baseline"]["status"], gates),
         mutations=tuple(result_from_dict(m) for m in data["mutations"]),
@@ -106,15 +144,48 @@ def read_json(path: Path) -> tuple[RunReport, dict[str, Detail]]:
         pins=tuple((p["name"], tuple(p["expect_killed_by"])) for p in data.get("pins", ())),
         shard=data.get("shard", ""),
         interrupted=bool(data.get("interrupted", False)),
+        **extra,
     )
     details = {
         m["name"]: Detail(m["bug_class"], m["file"], m.get("diff", "")) for m in data["mutations"] if "file" in m
     }
+    verdict = data.get("verdict") or {}
+    info = RunInfo(
+        tool_version=(data.get("tool") or {}).get("version", ""),
+        commit=(data.get("project") or {}).get("commit", ""),
+        root=(data.get("project") or {}).get("root", ""),
+        settings=data.get("settings") or {},
+        wall_s=data.get("wall_s"),
+        fail_under=float((data.get("settings") or {}).get("fail_under", 0.0) or 0.0) if verdict else 0.0,
+    )
+    return report, details, info
+
+
+def read_json(path: Path) -> tuple[RunReport, dict[str, Detail]]:
+    report, details, _ = read_report(path)
     return report, details
 
 
-def merge(paths: Sequence[Path]) -> tuple[RunReport, dict[str, Detail]]:
-    """Join shard reports into one: same schema and baseline gates, each mutation in exactly one shard."""
+def _check_complete(paths: Sequence[Path], reports: Sequence[RunReport]) -> None:
+    """Every shard 1..N exactly once, all of the same N, none interrupted: else the merge would overstate."""
+    shards = [r.shard for r in reports]
+    interrupted = [str(p) for p, r in zip(paths, reports, strict=True) if r.interrupted]
+    if interrupted:
+        raise MergeError(f"interrupted shard report(s): {', '.join(interrupted)} (--allow-partial to merge anyway)")
+    if not any(shards):
+        return  # unsharded reports of disjoint runs (e.g. -m selections): nothing to count
+    counts = {s.partition("/")[2] for s in shards}
+    if "" in counts or len(counts) != 1:
+        raise MergeError(f"reports of different shardings: {', '.join(s or 'unsharded' for s in shards)}")
+    total = int(counts.pop())
+    missing = sorted(set(range(1, total + 1)) - {int(s.partition("/")[0]) for s in shards})
+    if missing:
+        names = ", ".join(f"{k}/{total}" for k in missing)
+        raise MergeError(f"missing shard(s) {names} of {total} (--allow-partial to merge anyway)")
+
+
+def merge(paths: Sequence[Path], allow_partial: bool = False) -> tuple[RunReport, dict[str, Detail]]:
+    """Join shard reports into one: same schema and gates, each mutation in exactly one shard, no shard missing."""
     if not paths:
         raise MergeError("nothing to merge")
     reports, details = [], {}
@@ -122,6 +193,8 @@ def merge(paths: Sequence[Path]) -> tuple[RunReport, dict[str, Detail]]:
         report, found = read_json(path)
         reports.append(report)
         details.update(found)
+    if not allow_partial:
+        _check_complete(paths, reports)
     first = reports[0]
     results: dict[str, MutationResult] = {}
     for path, report in zip(paths, reports, strict=True):
@@ -139,88 +212,3 @@ def merge(paths: Sequence[Path]) -> tuple[RunReport, dict[str, Detail]]:
         interrupted=any(r.interrupted for r in reports),
     )
     return merged, details
-
-
-_JUNIT_FAILURE = (Status.SURVIVED, Status.TIMEOUT, Status.CRASHED)
-
-
-def write_junit(report: RunReport, path: Path, details: Mapping[str, Detail] | None = None) -> None:
-    """One testcase per mutation: killed passes, survived/timeout/crashed fail, stale errs, skipped skips."""
-    details = details or {}
-    suite = ET.Element("testsuite", name="dflash-verify", tests=str(len(report.mutations)))
-    suite.set("failures", str(sum(1 for r in report.mutations if r.status in _JUNIT_FAILURE)))
-    suite.set("errors", str(report.count(Status.STALE)))
-    suite.set("skipped", str(report.count(Status.SKIPPED)))
-    suite.set("time", f"{sum(r.duration_s for r in report.mutations):.3f}")
-    for result in report.mutations:
-        case = ET.SubElement(suite, "testcase", classname="dflash.mutations", name=result.name)
-        case.set("time", f"{result.duration_s:.3f}")
-        detail = details.get(result.name)
-        message = f"{result.status}: {result.reason}" if result.reason else str(result.status)
-        if result.status in _JUNIT_FAILURE:
-            failure = ET.SubElement(case, "failure", message=message, type=str(result.status))
-            failure.text = f"{detail.bug_class}\n{detail.diff}" if detail else message
-        elif result.status is Status.STALE:
-            ET.SubElement(case, "error", message=message, type="stale")
-        elif result.status is Status.SKIPPED:
-            ET.SubElement(case, "skipped", message=message)
-        else:
-            ET.SubElement(case, "system-out").text = "killed by " + ", ".join(result.killed_by)
-    ET.indent(suite)
-    ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
-
-
-# Stryker's mutant states; a mutant no gate reaches is "NoCoverage", one that does not apply "Ignored".
-_STRYKER_STATUS = {
-    Status.KILLED: "Killed",
-    Status.SURVIVED: "Survived",
-    Status.TIMEOUT: "Timeout",
-    Status.CRASHED: "RuntimeError",
-    Status.STALE: "Ignored",
-    Status.SKIPPED: "Ignored",
-}
-
-
-def to_stryker(report: RunReport, details: Mapping[str, Detail], root: Path) -> dict[str, Any]:
-    """The mutation-testing-elements report (schemaVersion "1") that Stryker dashboards render."""
-    files: dict[str, dict[str, Any]] = {}
-    for result in report.mutations:
-        detail = details.get(result.name) or Detail("", "unknown.py")
-        if detail.file not in files:
-            source_path = Path(root) / detail.file
-            source = source_path.read_text() if source_path.is_file() else ""
-            files[detail.file] = {"language": "python", "source": source, "mutants": []}
-        status = _STRYKER_STATUS[result.status]
-        if result.status is Status.SURVIVED and not result.ran:
-            status = "NoCoverage"
-        files[detail.file]["mutants"].append(
-            {
-                "id": result.name,
-                "mutatorName": detail.bug_class or result.name,
-                "replacement": detail.replacement,
-                "location": {
-                    "start": {"line": detail.first_line, "column": detail.first_column},
-                    "end": {"line": detail.last_line, "column": detail.last_column},
-                },
-                "status": status,
-                "statusReason": result.reason,
-                "killedBy": list(result.killed_by),
-                "coveredBy": list(result.ran),
-                "duration": round(result.duration_s * 1000),
-            }
-        )
-    test_files: dict[str, dict[str, Any]] = {}
-    for gate_id in report.baseline.gate_ids:
-        test_file = gate_id.partition("::")[0]
-        test_files.setdefault(test_file, {"tests": []})["tests"].append({"id": gate_id, "name": gate_id})
-    return {
-        "schemaVersion": "1",
-        "thresholds": {"high": 80, "low": 60},
-        "projectRoot": str(root),
-        "files": files,
-        "testFiles": test_files,
-    }
-
-
-def write_stryker(report: RunReport, path: Path, details: Mapping[str, Detail], root: Path) -> None:
-    Path(path).write_text(json.dumps(to_stryker(report, details, root), indent=2) + "\n")

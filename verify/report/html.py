@@ -1,7 +1,10 @@
-"""The offline HTML report: the mutation x gate matrix as a heatmap, then each mutation's diff.
+"""The offline HTML report: a verdict banner, the matrix grouped by gate file, then each mutation in full.
 
-One self-contained page (inline CSS, no scripts, no external links) so it can be attached to a CI
-run and opened anywhere. Every value from the run is escaped. This module only formats records.
+One self-contained page (inline CSS, no scripts, no external links) to attach to a CI run. The banner's
+verdict, counts and score come from `summary.judge` and the cells from `matrix.build_matrix`, the same code
+the terminal uses. Gate columns are grouped by file so the table fits a page; a cell links to the
+mutation's section, where each gate it ran has a row with its outcome, time and message (the cell's
+target). Every value from the run is escaped. This module only formats records.
 """
 
 from __future__ import annotations
@@ -10,88 +13,125 @@ import html
 from collections.abc import Mapping
 from pathlib import Path
 
-from verify.report.files import Detail
-from verify.report.verdict import MutationResult, Outcome, RunReport, Status
+from verify.report.files import Detail, RunInfo
+from verify.report.matrix import LEGEND, build_matrix
+from verify.report.summary import format_score, judge, verdict_line
+from verify.report.verdict import MutationResult, RunReport
 
 __all__ = ["render_html", "write_html"]
 
 _STYLE = """
-body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; }
+body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; max-width: 80em; }
+.banner { padding: .6em 1em; font-size: 1.2em; font-weight: bold; border-radius: 4px; }
+.pass { background: #e8f5e9; color: #1b5e20; border: 2px solid #2e7d32; }
+.fail { background: #ffebee; color: #b71c1c; border: 2px solid #c62828; }
 table { border-collapse: collapse; margin: 1em 0; }
 th, td { border: 1px solid #ddd; padding: 2px 6px; text-align: center; }
-th.gate { writing-mode: vertical-rl; transform: rotate(180deg); font-weight: normal; font-size: 12px; }
-th.vacuous { color: #b00; font-weight: bold; }
-td.name { text-align: left; font-family: monospace; }
-td.assertion { background: #c62828; color: #fff; }
-td.exception { background: #ef6c00; color: #fff; }
-td.passed { background: #a5d6a7; }
-td.notrun { background: #f2f2f2; color: #aaa; }
-td.status-killed { color: #1b5e20; } td.status-survived, td.status-timeout, td.status-crashed { color: #b00; }
-td.status-stale { color: #6a1b9a; } td.status-skipped { color: #777; }
-pre { background: #f7f7f7; padding: 0.5em; overflow-x: auto; }
-.warn { color: #b00; }
+th.group { font-weight: normal; font-size: 12px; }
+td.name, td.msg, td.gate { text-align: left; font-family: monospace; }
+td.c-A, td.c-R { background: #c62828; } td.c-I { background: #8e0000; } td.c-E { background: #ef6c00; }
+td.c-T { background: #f9a825; } td.c-dash { background: #eee; } td.c-dot { background: #a5d6a7; }
+td.cell a { color: #fff; text-decoration: none; display: block; } td.c-dot a, td.c-dash a { color: #333; }
+.s-killed, .s-caught { color: #1b5e20; } .s-survived { color: #b00; font-weight: bold; }
+.s-crashed, .s-timeout { color: #e65100; font-weight: bold; } .s-error { color: #6a1b9a; font-weight: bold; }
+.s-stale { color: #6a1b9a; } .s-equivalent, .s-uncovered, .s-skipped { color: #777; }
+pre { background: #f7f7f7; padding: .5em; overflow-x: auto; }
+.warn { color: #b00; } .legend { color: #555; font-size: 12px; }
 """
 
-# Cell text: A = red on an AssertionError (a check caught it), E = red on another exception or error.
-_CELL = {
-    Outcome.ASSERTION: ("assertion", "A"),
-    Outcome.EXCEPTION: ("exception", "E"),
-    Outcome.ERROR: ("exception", "E"),
-    Outcome.PASSED: ("passed", "·"),
-    Outcome.SKIPPED: ("notrun", "s"),
-}
+_CSS_SYMBOL = {"-": "dash", ".": "dot"}
 
 
-def _row(result: MutationResult, gate_ids: tuple[str, ...]) -> str:
-    by_gate = {o.gate_id: o for o in result.outcomes}
-    cells = []
-    for gate_id in gate_ids:
-        outcome = by_gate.get(gate_id)
-        css, text = _CELL[outcome.outcome] if outcome else ("notrun", "")
-        title = f"{gate_id}: {outcome.outcome} {outcome.exc_type}" if outcome else f"{gate_id}: not run"
-        cells.append(f'<td class="{css}" title="{html.escape(title)}">{text}</td>')
-    status = html.escape(str(result.status))
-    return (
-        f'<tr><td class="name"><a href="#m-{html.escape(result.name)}">{html.escape(result.name)}</a></td>'
-        f'<td class="status-{status}">{status}</td>{"".join(cells)}</tr>'
-    )
+def _e(value: object) -> str:
+    return html.escape(str(value))
 
 
-def render_html(report: RunReport, details: Mapping[str, Detail] | None = None) -> str:
-    details = details or {}
-    gate_ids = report.baseline.gate_ids
+def _anchor(name: str, gate_index: int | None = None) -> str:
+    return f"m-{name}" if gate_index is None else f"m-{name}-g{gate_index}"
+
+
+def _matrix(report: RunReport) -> str:
+    matrix = build_matrix(report, "file")
+    index = {gate_id: i for i, gate_id in enumerate(report.baseline.gate_ids)}
+    by_name = {r.name: r for r in report.mutations}
     vacuous = set(report.vacuous_gates)
     headers = "".join(
-        f'<th class="gate{" vacuous" if g in vacuous else ""}" title="{html.escape(g)}">'
-        f"{html.escape(g.rpartition('::')[2] or g)}</th>"
-        for g in gate_ids
+        f'<th class="group" title="{_e(", ".join(g.gate_ids))}">{_e(g.label)}<br>{len(g.gate_ids)} gates'
+        + (f'<br><span class="warn">{n} vacuous</span>' if (n := len(vacuous & set(g.gate_ids))) else "")
+        + "</th>"
+        for g in matrix.groups
     )
-    rows = "\n".join(_row(r, gate_ids) for r in report.mutations)
-    counts = ", ".join(f"{report.count(s)} {s}" for s in Status if report.count(s))
-    warning = ""
-    if vacuous:
-        items = "".join(f"<li>{html.escape(g)}</li>" for g in sorted(vacuous))
-        warning = f'<p class="warn">Vacuous gates (no mutant turned them red):</p><ul>{items}</ul>'
-    sections = []
-    for result in report.mutations:
-        detail = details.get(result.name)
-        killers = ", ".join(result.killed_by) or "none"
-        name = html.escape(result.name)
-        sections.append(
-            f'<h3 id="m-{name}">{name} &mdash; {html.escape(str(result.status))}</h3>'
-            f"<p>{html.escape(detail.bug_class if detail else '')}</p>"
-            f"<p>Killed by: {html.escape(killers)}. {html.escape(result.reason)}</p>"
-            f"<pre>{html.escape(detail.diff if detail else '')}</pre>"
+    rows = []
+    for row in matrix.rows:
+        result = by_name[row.name]
+        outcomes = {o.gate_id: o for o in result.outcomes}
+        cells = []
+        for group, symbol in zip(matrix.groups, row.cells, strict=True):
+            if not symbol:
+                cells.append("<td></td>")
+                continue
+            ran = [g for g in group.gate_ids if g in outcomes]
+            red = [g for g in ran if str(outcomes[g].outcome) != "passed"] or ran
+            title = "; ".join(f"{g.rpartition('::')[2]}: {outcomes[g].outcome}" for g in ran)
+            target = _anchor(row.name, index.get(red[0], 0))
+            css = _CSS_SYMBOL.get(symbol, symbol)
+            cells.append(f'<td class="cell c-{css}" title="{_e(title)}"><a href="#{target}">{_e(symbol)}</a></td>')
+        rows.append(
+            f'<tr><td class="name"><a href="#{_anchor(row.name)}">{_e(row.name)}</a></td>'
+            f'<td class="s-{_e(row.status)}">{_e(row.status)}</td>{"".join(cells)}</tr>'
         )
+    return f"<table><tr><th>mutation</th><th>status</th>{headers}</tr>\n" + "\n".join(rows) + "</table>"
+
+
+def _section(result: MutationResult, detail: Detail | None, index: Mapping[str, int]) -> str:
+    name = result.name
+    killers = ", ".join(result.killed_by) or "none"
+    cached = " (cached)" if result.cached else ""
+    gates = "".join(
+        f'<tr id="{_anchor(name, index.get(o.gate_id, 0))}"><td class="gate">{_e(o.gate_id)}</td>'
+        f"<td>{_e(o.outcome)}</td><td>{o.duration_s:.2f}s</td>"
+        f'<td class="msg">{_e(o.exc_type)}{": " if o.message else ""}{_e(o.message)}</td></tr>'
+        for o in result.outcomes
+    )
+    head = "<tr><th>gate</th><th>outcome</th><th>time</th><th>message</th></tr>"
+    table = f"<table>{head}{gates}</table>" if gates else ""
+    return (
+        f'<h3 id="{_anchor(name)}">{_e(name)} &mdash; <span class="s-{_e(result.status)}">{_e(result.status)}</span>'
+        f"{cached}</h3><p>{_e(detail.file if detail else '')}: {_e(detail.bug_class if detail else '')}</p>"
+        f"<p>Killed by: {_e(killers)}. {_e(result.reason)}</p>{table}"
+        f"<pre>{_e(detail.diff if detail else '')}</pre>"
+    )
+
+
+def render_html(report: RunReport, details: Mapping[str, Detail] | None = None, info: RunInfo | None = None) -> str:
+    details, info = details or {}, info or RunInfo()
+    verdict = judge(report, info.fail_under)
+    index = {gate_id: i for i, gate_id in enumerate(report.baseline.gate_ids)}
+    banner = f'<p class="banner {"pass" if verdict.passed else "fail"}">{_e(verdict_line(verdict, info.wall_s))}</p>'
+    counts = "".join(f'<li><span class="s-{_e(s)}">{_e(s)}</span>: {n}</li>' for s, n in verdict.counts)
+    failures = "".join(f"<li>{_e(reason)}</li>" for reason in verdict.failures)
+    vacuous = report.vacuous_gates
+    warning = (
+        f'<p class="warn">{len(vacuous)} vacuous gates (no mutant turned them red):</p>'
+        f"<ul>{''.join(f'<li>{_e(g)}</li>' for g in vacuous)}</ul>"
+        if vacuous
+        else ""
+    )
+    meta = (
+        f"dflash-verify {_e(info.tool_version or '?')}, commit {_e(info.commit or 'unknown')}, "
+        f"{len(report.baseline.gate_ids)} gates, score {format_score(verdict.score)}"
+    )
+    sections = "".join(_section(r, details.get(r.name), index) for r in report.mutations)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>dflash verify</title>'
-        f"<style>{_STYLE}</style></head><body>"
-        f"<h1>dflash verify</h1><p>Score {report.score:.3f} ({counts}). "
-        "Cells: A red on an assertion, E red on another exception, · green, blank not run.</p>"
-        f"{warning}<table><tr><th>mutation</th><th>status</th>{headers}</tr>\n{rows}</table>"
-        f"<h2>Mutations</h2>{''.join(sections)}</body></html>\n"
+        f"<style>{_STYLE}</style></head><body><h1>dflash verify</h1>{banner}<p>{meta}</p>"
+        f"<ul>{counts}</ul>{f'<p>Why it fails:</p><ul>{failures}</ul>' if failures else ''}"
+        f'<h2>Mutation &times; gate file</h2><p class="legend">{_e(LEGEND)}</p>{_matrix(report)}{warning}'
+        f"<h2>Mutations</h2>{sections}</body></html>\n"
     )
 
 
-def write_html(report: RunReport, path: Path, details: Mapping[str, Detail] | None = None) -> None:
-    Path(path).write_text(render_html(report, details), encoding="utf-8")
+def write_html(
+    report: RunReport, path: Path, details: Mapping[str, Detail] | None = None, info: RunInfo | None = None
+) -> None:
+    Path(path).write_text(render_html(report, details, info), encoding="utf-8")

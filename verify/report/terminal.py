@@ -1,142 +1,206 @@
-"""Terminal rendering of verify runs: the only module that imports rich.
+"""The verify run on a terminal: the mutation x gate matrix, the summary and the one-line verdict.
 
-Progress bars go to stderr; the matrix (rows = mutations, columns = gates), verdicts, killers,
-score and vacuous-gate warning go to stdout. The engine hands over records and never prints. The
-progress display never starts rich's refresh thread: the executor forks, and a fork taken while
-another thread holds a lock can deadlock the child.
+The only rich module of the run besides the progress bars (`progress.py`). It renders records it is handed
+and computes nothing about verdicts: counts, score and the verdict line come from `summary.py`, so the
+terminal says what the JSON, HTML and JUnit files say. Output fits the console's width: the matrix groups
+gates by file (or shows every gate with `by="gate"`) and splits its columns into blocks when they do not fit,
+so every row and every group is on screen at 80 columns as at 200.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import TracebackType
+from collections.abc import Mapping, Sequence
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.syntax import Syntax
 from rich.table import Table
+from rich.text import Text
 
 from verify.mutation import Mutation
 from verify.report.files import Detail
-from verify.report.verdict import Outcome, RunReport, Status
+from verify.report.matrix import LEGEND, SYMBOL_STYLE, build_matrix
+from verify.report.summary import Verdict, format_score, verdict_line
+from verify.report.verdict import MutationResult, RunReport
 
 __all__ = [
-    "PhaseProgress",
     "render_error",
-    "render_failures",
+    "render_matrix",
     "render_mutation",
     "render_mutations",
     "render_report",
+    "render_result_detail",
+    "render_survivors",
+    "render_verdict",
 ]
 
-_STATUS_STYLE = {
-    Status.KILLED: "green",
-    Status.SURVIVED: "bold red",
-    Status.TIMEOUT: "red",
-    Status.CRASHED: "red",
-    Status.STALE: "magenta",
-    Status.SKIPPED: "dim",
+STATUS_STYLE = {
+    "killed": "green",
+    "caught": "green",
+    "crashed": "dark_orange",
+    "timeout": "dark_orange",
+    "survived": "bold red",
+    "error": "bold magenta",
+    "stale": "magenta",
+    "equivalent": "dim",
+    "uncovered": "dim",
+    "skipped": "dim",
 }
-# A = red on an AssertionError (a check caught the bug); E = red on another exception or an error.
-_CELL = {
-    Outcome.ASSERTION: "[white on red] A [/]",
-    Outcome.EXCEPTION: "[white on dark_orange] E [/]",
-    Outcome.ERROR: "[white on dark_orange] E [/]",
-    Outcome.PASSED: "[green] · [/]",
-    Outcome.SKIPPED: "[dim] s [/]",
-}
+_STATUS_WIDTH = 9
+_MAX_FAILURES = 8
 
 
-class PhaseProgress:
-    """A `verify.run.phases.Progress` drawn on stderr: one bar per phase, refreshed on each step."""
-
-    def __init__(self, console: Console | None = None) -> None:
-        self._bars = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("[dim]{task.fields[label]}"),
-            console=console or Console(stderr=True),
-            auto_refresh=False,
-        )
-        self._task: TaskID | None = None
-
-    def __enter__(self) -> PhaseProgress:
-        self._bars.start()
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
-        self._bars.stop()
-
-    def phase(self, name: str, total: int) -> None:
-        self._task = self._bars.add_task(name, total=total, label="")
-        self._bars.refresh()
-
-    def advance(self, label: str) -> None:
-        if self._task is not None:
-            self._bars.update(self._task, advance=1, label=label)
-            self._bars.refresh()
+def _console(console: Console | None) -> Console:
+    return console or Console()
 
 
-def render_report(report: RunReport, console: Console | None = None) -> None:
-    console = console or Console()
-    gate_ids = report.baseline.gate_ids
-    table = Table(title="mutation × gate", show_lines=False)
-    table.add_column("mutation", no_wrap=True)
-    table.add_column("status")
-    for index in range(1, len(gate_ids) + 1):
-        table.add_column(f"g{index}", justify="center")
+def render_matrix(report: RunReport, by: str = "file", console: Console | None = None) -> None:
+    """Rows = mutations, columns = gate groups (files) or gates, in blocks that fit the console's width."""
+    console = _console(console)
+    matrix = build_matrix(report, by)
+    if not matrix.rows:
+        console.print("no mutation ran")
+        return
+    name_w = max(len(row.name) for row in matrix.rows)
+    room = max(3, console.width - name_w - _STATUS_WIDTH - 2)
+    labels = [group.label for group in matrix.groups]
+    use_labels = sum(len(label) + 1 for label in labels) <= room
+    widths = [len(label) + 1 if use_labels else len(str(i)) + 1 for i, label in enumerate(labels, 1)]
+    for block in _blocks(widths, room):
+        header = Text(f"{'mutation':<{name_w}} {'status':<{_STATUS_WIDTH}} ", style="bold")
+        for i in block:
+            header.append(f"{labels[i] if use_labels else i + 1:>{widths[i]}}", style="bold")
+        console.print(header, no_wrap=True, crop=False)
+        for row in matrix.rows:
+            line = Text(f"{row.name:<{name_w}} ")
+            line.append(f"{row.status:<{_STATUS_WIDTH}}", style=STATUS_STYLE.get(row.status, ""))
+            for i in block:
+                symbol = row.cells[i]
+                line.append(" " * (widths[i] - 1))
+                line.append(symbol or " ", style=SYMBOL_STYLE.get(symbol, ""))
+            console.print(line, no_wrap=True, crop=False)
+    if not use_labels:
+        keys = "  ".join(f"{i}={g.label}({len(g.gate_ids)})" for i, g in enumerate(matrix.groups, 1))
+        console.print(Text(f"{'gates' if by == 'gate' else 'gate files'}: {keys}", style="dim"))
+    console.print(Text(LEGEND, style="dim"))
+
+
+def _blocks(widths: Sequence[int], room: int) -> list[list[int]]:
+    blocks: list[list[int]] = [[]]
+    used = 0
+    for i, width in enumerate(widths):
+        if blocks[-1] and used + width > room:
+            blocks.append([])
+            used = 0
+        blocks[-1].append(i)
+        used += width
+    return blocks
+
+
+def render_report(
+    report: RunReport,
+    verdict: Verdict,
+    wall_s: float | None = None,
+    reports: Sequence[str] = (),
+    by: str = "file",
+    console: Console | None = None,
+) -> None:
+    """Matrix, summary and, as the very last line, the verdict."""
+    console = _console(console)
+    render_matrix(report, by, console)
+    render_summary(report, verdict, console)
+    render_verdict(verdict, wall_s, reports, console)
+
+
+def render_summary(report: RunReport, verdict: Verdict, console: Console | None = None) -> None:
+    console = _console(console)
+    detected = getattr(report, "detected", None)
+    also = f" (detected {format_score(detected)})" if detected is not None else ""
+    console.print(f"\n{verdict.total} mutations: {verdict.counts_text}; score {format_score(verdict.score)}{also}")
+    matrix = build_matrix(report, "file")
+    vacuous = set(report.vacuous_gates)
+    num_files = len(matrix.groups)
+    line = f"{len(report.baseline.gate_ids)} gates in {num_files} file{'' if num_files == 1 else 's'}"
+    if vacuous:
+        by_file = [f"{g.label} {len(vacuous & set(g.gate_ids))}" for g in matrix.groups if vacuous & set(g.gate_ids)]
+        line += f"; {len(vacuous)} vacuous (no mutant turned them red): {', '.join(by_file)}"
+    console.print(escape(line), style="dim" if not vacuous else "yellow")
+    self_check = getattr(report, "self_check", "")
+    if self_check:
+        console.print(f"harness self-check: {escape(self_check)}", style="dim")
+    for reason in verdict.failures[:_MAX_FAILURES]:
+        console.print(f"[red]fail:[/] {escape(reason)}")
+    if len(verdict.failures) > _MAX_FAILURES:
+        console.print(f"[red]fail:[/] +{len(verdict.failures) - _MAX_FAILURES} more (`dflash verify show`)")
+
+
+def render_verdict(
+    verdict: Verdict, wall_s: float | None = None, reports: Sequence[str] = (), console: Console | None = None
+) -> None:
+    style = "bold green" if verdict.passed else "bold red"
+    _console(console).print(Text(verdict_line(verdict, wall_s, reports), style=style), soft_wrap=True)
+
+
+def render_survivors(report: RunReport, details: Mapping[str, Detail], console: Console | None = None) -> None:
+    """Each mutation no gate caught (survived, crashed, timeout, error), with its bug class and diff."""
+    console = _console(console)
     for result in report.mutations:
-        by_gate = {o.gate_id: o.outcome for o in result.outcomes}
-        cells = [_CELL[by_gate[g]] if g in by_gate else "" for g in gate_ids]
-        style = _STATUS_STYLE[result.status]
-        table.add_row(escape(result.name), f"[{style}]{result.status}[/]", *cells)
-    console.print(table)
-    for index, gate_id in enumerate(gate_ids, 1):
-        console.print(f"  g{index} = {escape(gate_id)}", style="dim")
-    console.print("  A red on an assertion, E red on another exception, · green, blank not run", style="dim")
-    for result in report.mutations:
-        style = _STATUS_STYLE[result.status]
-        killers = f" by {', '.join(result.killed_by)}" if result.killed_by else ""
-        reason = f" ({result.reason})" if result.reason else ""
-        cached = " [dim]cached[/]" if result.cached else ""
-        console.print(f"[{style}]{result.status:>8}[/] {escape(result.name)}{escape(killers + reason)}{cached}")
-    counts = ", ".join(f"{report.count(s)} {s}" for s in Status if report.count(s))
-    console.print(f"\nscore {report.score:.3f}  ({counts})", style="bold")
-    if report.vacuous_gates:
-        console.print("[yellow]warning:[/] vacuous gates (no mutant turned them red):")
-        for gate_id in report.vacuous_gates:
-            console.print(f"  {escape(gate_id)}", style="yellow")
+        if str(result.status) not in ("survived", "crashed", "timeout", "error"):
+            continue
+        detail = details.get(result.name)
+        style = STATUS_STYLE.get(str(result.status), "")
+        console.print(f"\n[{style}]{result.status}[/] [bold]{escape(result.name)}[/]  {escape(result.reason)}")
+        if detail is not None:
+            console.print(f"bug class: {escape(detail.bug_class)}")
+            if detail.diff:
+                console.print(Syntax(detail.diff, "diff", theme="ansi_dark", background_color="default"))
+
+
+def render_result_detail(result: MutationResult, detail: Detail | None, console: Console | None = None) -> None:
+    """One mutation: status, bug class, each gate it ran with its outcome, time and message, then its diff."""
+    console = _console(console)
+    style = STATUS_STYLE.get(str(result.status), "")
+    cached = " (cached)" if result.cached else ""
+    console.print(f"[bold]{escape(result.name)}[/]  [{style}]{result.status}[/]{cached}  {result.duration_s:.2f}s")
+    if detail is not None:
+        console.print(f"{escape(detail.file)}: {escape(detail.bug_class)}")
+    if result.reason:
+        console.print(f"reason: {escape(result.reason)}")
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("gate", "outcome", "s", "message"):
+        table.add_column(column, overflow="fold")
+    for outcome in result.outcomes:
+        why = f"{outcome.exc_type}: {outcome.message}" if outcome.message else outcome.exc_type
+        table.add_row(escape(outcome.gate_id), str(outcome.outcome), f"{outcome.duration_s:.2f}", escape(why))
+    if result.outcomes:
+        console.print(table)
+    elif result.ran:
+        console.print(f"ran {len(result.ran)} gates; no per-gate outcome recorded")
+    if detail is not None and detail.diff:
+        console.print(Syntax(detail.diff, "diff", theme="ansi_dark", background_color="default"))
 
 
 def render_error(message: str, console: Console | None = None) -> None:
     (console or Console(stderr=True)).print(f"[bold red]error:[/] {escape(message)}")
 
 
-def render_failures(reasons: tuple[str, ...], console: Console | None = None) -> None:
-    console = console or Console()
-    for reason in reasons:
-        console.print(f"[red]fail:[/] {escape(reason)}")
-
-
 def render_mutations(mutations: Mapping[str, Mutation], console: Console | None = None) -> None:
-    table = Table(title=f"{len(mutations)} registered mutations")
-    for column in ("name", "file", "bug class", "pinned killers"):
-        table.add_column(column)
+    """The catalog as a table whose columns wrap (names fold only if a name is wider than the console)."""
+    console = _console(console)
+    table = Table(title=f"{len(mutations)} registered mutations", show_lines=False)
+    name_w = max((len(n) for n in mutations), default=4)
+    table.add_column("name", min_width=min(name_w, console.width // 2), overflow="fold")
+    table.add_column("file", overflow="fold")
+    table.add_column("bug class", overflow="fold", ratio=1)
+    table.add_column("pinned killers", overflow="fold")
     for name, mutation in mutations.items():
-        table.add_row(
-            escape(name),
-            escape(mutation.file),
-            escape(mutation.bug_class),
-            escape(", ".join(mutation.expect_killed_by)),
-        )
-    (console or Console()).print(table)
+        pins = ", ".join(p.rpartition("/")[2] for p in mutation.expect_killed_by)
+        table.add_row(escape(name), escape(mutation.file), escape(mutation.bug_class), escape(pins))
+    console.print(table)
 
 
 def render_mutation(mutation: Mutation, detail: Detail, stale_reason: str, console: Console | None = None) -> None:
-    console = console or Console()
+    console = _console(console)
     console.print(f"[bold]{escape(mutation.name)}[/]  {escape(mutation.file)}")
     console.print(f"bug class: {escape(mutation.bug_class)}")
     if mutation.expect_killed_by:
@@ -144,4 +208,4 @@ def render_mutation(mutation: Mutation, detail: Detail, stale_reason: str, conso
     if stale_reason:
         console.print(f"[magenta]stale:[/] {escape(stale_reason)}")
     else:
-        console.print(Syntax(detail.diff, "diff", theme="ansi_dark", background_color="default"))
+        console.print(Syntax(detail.diff, "diff", theme="ansi_dark", background_color="default", word_wrap=True))

@@ -1,0 +1,132 @@
+"""What every `dflash verify` command does after it has a report: write the files, render, pick the exit code.
+
+Shared options and exit codes of `verify`, `verify merge` and `verify show`. Imports only typer and the
+standard library at module level; the renderers load when a report is there to render.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from verify.report.files import Detail, RunInfo
+    from verify.report.verdict import RunReport
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_HARNESS = 0, 1, 2, 3
+LAST_REPORT = Path(".dflash-cache") / "last-report.json"  # relative to the project root
+
+JsonOption = Annotated[Path | None, typer.Option("--json", help="Write the JSON report (dflash-verify/1) here.")]
+JunitOption = Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here (one testcase a mutation).")]
+HtmlOption = Annotated[Path | None, typer.Option("--html", help="Write the offline HTML report here.")]
+StrykerOption = Annotated[
+    Path | None, typer.Option("--stryker", help="Write a Stryker mutation-testing-elements JSON report here.")
+]
+FailUnderOption = Annotated[
+    float, typer.Option("--fail-under", min=0.0, max=1.0, help="Fail when the score (0..1) is below this.")
+]
+ByOption = Annotated[
+    str, typer.Option("--by", help="Matrix columns: 'file' (gates grouped by file) or 'gate' (one column each).")
+]
+
+
+def tool_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dflash-verify")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def project_commit(root: Path) -> str:
+    """The project's HEAD, with "+dirty" when tracked files differ from it; "" outside a git repository."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=False)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    try:
+        head = git("rev-parse", "--verify", "HEAD")
+        dirty = head and git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return f"{head}+dirty" if dirty else head
+
+
+def run_info(root: Path, settings: Mapping[str, Any], wall_s: float | None, fail_under: float) -> RunInfo:
+    from verify.report.files import RunInfo
+
+    return RunInfo(tool_version(), project_commit(root), str(Path(root).resolve()), dict(settings), wall_s, fail_under)
+
+
+def write_reports(
+    report: RunReport,
+    details: Mapping[str, Detail],
+    root: Path,
+    info: RunInfo,
+    paths: Sequence[Path | None],
+) -> list[str]:
+    """Write each requested format ((json, junit, html, stryker), None to skip); return the paths written."""
+    from verify.report.files import write_json
+    from verify.report.html import write_html
+    from verify.report.junit import write_junit
+    from verify.report.stryker import write_stryker
+
+    json, junit, html, stryker = paths
+    written = []
+    for path, write in (
+        (json, lambda p: write_json(report, p, details, info)),
+        (junit, lambda p: write_junit(report, p, details, info)),
+        (html, lambda p: write_html(report, p, details, info)),
+        (stryker, lambda p: write_stryker(report, p, details, root, info)),
+    ):
+        if path is not None:
+            write(path)
+            written.append(str(path))
+    return written
+
+
+def save_last_report(report: RunReport, details: Mapping[str, Detail], root: Path, info: RunInfo) -> None:
+    """Keep the run's report where `dflash verify show` finds it (beside the result cache)."""
+    from verify.report.files import write_json
+
+    path = Path(root) / LAST_REPORT
+    path.parent.mkdir(exist_ok=True)
+    ignore = path.parent / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("*\n")
+    tmp = path.with_suffix(".tmp")
+    write_json(report, tmp, details, info)
+    tmp.replace(path)
+
+
+def finish(
+    report: RunReport,
+    details: Mapping[str, Detail],
+    root: Path,
+    fail_under: float,
+    started: float,
+    settings: Mapping[str, Any],
+    paths: Sequence[Path | None],
+    by: str,
+    save_last: bool = False,
+) -> int:
+    """Write the reports, render the matrix and summary with the verdict as the last line; the exit code."""
+    from verify.report.summary import judge
+    from verify.report.terminal import render_report
+
+    if by not in ("file", "gate"):
+        raise typer.BadParameter("--by must be 'file' or 'gate'")
+    info = run_info(root, settings, round(time.monotonic() - started, 3), fail_under)
+    written = write_reports(report, details, root, info, paths)
+    if save_last:
+        save_last_report(report, details, root, info)
+    verdict = judge(report, fail_under)
+    render_report(report, verdict, time.monotonic() - started, written, by)
+    return EXIT_OK if verdict.passed else EXIT_FAILED

@@ -1,0 +1,68 @@
+"""`dflash verify show`: render a finished report again (the last run's, or a JSON file), running nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from verify.cli.mutations import ProjectOption
+from verify.cli.reporting import EXIT_FAILED, EXIT_OK, EXIT_USAGE, LAST_REPORT, ByOption
+
+__all__ = ["show"]
+
+
+def show(
+    json: Annotated[
+        Path | None, typer.Option("--json", help="A report written by --json (default: the last run's).")
+    ] = None,
+    mutation: Annotated[
+        str | None, typer.Option("--mutation", "-m", metavar="NAME", help="Show one mutation: its gates and messages.")
+    ] = None,
+    survivors: Annotated[
+        bool, typer.Option("--survivors/--no-survivors", help="List what no gate caught, with diffs.")
+    ] = True,
+    by: ByOption = "file",
+    project: ProjectOption = Path("."),
+) -> None:
+    """Show a finished run again: the matrix, what survived (with diffs), the verdict. Runs nothing.
+
+    Reads the last run's report from .dflash-cache/ (every `dflash verify` without --no-cache saves it) or
+    a file written with --json. Exits 0 when that run passed, 1 when it failed, 2 without a report.
+
+    \b
+    Examples:
+      dflash verify show
+      dflash verify show --by gate
+      dflash verify show -m walk-replaced-by-argmax
+      dflash verify show --json shard-1.json
+    """
+    from verify.report.files import MergeError, read_report
+    from verify.report.summary import judge
+    from verify.report.terminal import render_error, render_report, render_result_detail, render_survivors
+
+    path = json or Path(project) / LAST_REPORT
+    if json is None and not path.is_file():
+        render_error(f"no report at {path}: run `dflash verify` first, or pass --json FILE")
+        raise typer.Exit(EXIT_USAGE)
+    try:
+        report, details, info = read_report(path)
+    except MergeError as error:
+        render_error(str(error))
+        raise typer.Exit(EXIT_USAGE) from None
+    verdict = judge(report, info.fail_under)
+    if mutation is not None:
+        found = {r.name: r for r in report.mutations}.get(mutation)
+        if found is None:
+            render_error(f"{mutation!r} is not in {path}")
+            raise typer.Exit(EXIT_USAGE)
+        render_result_detail(found, details.get(mutation))
+        return
+    if survivors:
+        render_survivors(report, details)
+    if by not in ("file", "gate"):
+        raise typer.BadParameter("--by must be 'file' or 'gate'")
+    stamp = f"{path}" + (f" (commit {info.commit[:12]})" if info.commit else "")
+    render_report(report, verdict, info.wall_s, (stamp,), by)
+    raise typer.Exit(EXIT_OK if verdict.passed else EXIT_FAILED)

@@ -1,0 +1,100 @@
+"""The mutation x gate matrix as plain data: gates grouped by file (or one group per gate), one symbol a cell.
+
+Shared by the terminal and the HTML report so both draw the same cells. A cell shows the strongest outcome
+among the group's gates for that mutation: a gate's own check (A assertion, R refusal) over a named
+invariant (I) over any other exception (E) over a timeout (T) over a gate that did not run (-) over a pass
+(.); blank when none of the group's gates ran against it (none reaches the mutated lines). Outcomes are
+read by their names, so this module knows the verdict model only through its records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from verify.report.verdict import MutationResult, RunReport
+
+__all__ = ["LEGEND", "SYMBOL", "SYMBOL_STYLE", "GateGroup", "Matrix", "MatrixRow", "build_matrix", "cell"]
+
+# outcome name -> symbol, strongest first ("error"/"skipped" are older reports' names for not-run kinds)
+SYMBOL = {
+    "assertion": "A",
+    "refusal": "R",
+    "invariant": "I",
+    "exception": "E",
+    "error": "E",
+    "timeout": "T",
+    "not-run": "-",
+    "skipped": "-",
+    "passed": ".",
+}
+SYMBOL_STYLE = {
+    "A": "bold white on red",
+    "R": "bold white on red",
+    "I": "bold white on dark_red",
+    "E": "bold black on dark_orange",
+    "T": "bold black on yellow",
+    "-": "dim",
+    ".": "green",
+}
+LEGEND = (
+    "cells: A assertion, R refusal (the gate's own check went red), I named invariant, E other exception, "
+    "T timeout, - did not run, . passed, blank: no gate of the group reaches the mutated lines"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class GateGroup:
+    label: str  # the file's short name ("drafts" for tests/gates/test_gate_drafts.py), or the gate's name
+    gate_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MatrixRow:
+    name: str
+    status: str
+    cells: tuple[str, ...]  # one symbol per group, "" when none of its gates ran
+
+
+@dataclass(frozen=True, slots=True)
+class Matrix:
+    groups: tuple[GateGroup, ...]
+    rows: tuple[MatrixRow, ...]
+
+
+def _file_label(path: str) -> str:
+    stem = PurePosixPath(path).stem
+    for prefix in ("test_gate_", "test_gates_", "test_"):
+        if stem.startswith(prefix) and len(stem) > len(prefix):
+            return stem[len(prefix) :]
+    return stem
+
+
+def _groups(gate_ids: tuple[str, ...], by: str) -> tuple[GateGroup, ...]:
+    if by == "gate":
+        return tuple(GateGroup(g.rpartition("::")[2] or g, (g,)) for g in gate_ids)
+    files: dict[str, list[str]] = {}
+    for gate_id in gate_ids:
+        files.setdefault(gate_id.partition("::")[0], []).append(gate_id)
+    labels = [_file_label(f) for f in files]
+    return tuple(
+        GateGroup(label if labels.count(label) == 1 else path, tuple(ids))
+        for label, (path, ids) in zip(labels, files.items(), strict=True)
+    )
+
+
+def cell(result: MutationResult, gate_ids: tuple[str, ...]) -> str:
+    wanted = set(gate_ids)
+    symbols = {SYMBOL.get(str(o.outcome), "?") for o in result.outcomes if o.gate_id in wanted}
+    for symbol in ("A", "R", "I", "E", "T", "-", ".", "?"):
+        if symbol in symbols:
+            return symbol
+    return ""
+
+
+def build_matrix(report: RunReport, by: str = "file") -> Matrix:
+    if by not in ("file", "gate"):
+        raise ValueError(f"by must be 'file' or 'gate', not {by!r}")
+    groups = _groups(report.baseline.gate_ids, by)
+    rows = tuple(MatrixRow(r.name, str(r.status), tuple(cell(r, g.gate_ids) for g in groups)) for r in report.mutations)
+    return Matrix(groups, rows)

@@ -1,0 +1,96 @@
+"""The run's verdict in words: PASS or FAIL, the counts, what failed by name, and the one-line verdict.
+
+Every renderer (terminal, JSON, HTML, JUnit) takes its verdict, counts and score text from here, so they
+cannot disagree. Plain strings only: this module imports neither rich nor anything of the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from verify.report.verdict import RunReport
+
+__all__ = ["MAX_NAMED", "Verdict", "format_score", "judge", "verdict_line"]
+
+MAX_NAMED = 3  # names shown per kind of failure on the one line; the summary above lists them all
+
+# Statuses that mean "a gate caught it"; "caught" (a named invariant fired) counts with killed.
+_CAUGHT = ("killed", "caught")
+# The statuses that fail a run by name, in the order the verdict line lists them.
+_NAMED = ("survived", "stale", "error", "crashed", "timeout")
+
+
+def format_score(score: float | None) -> str:
+    return "-" if score is None else f"{score:.3f}"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    passed: bool
+    failures: tuple[str, ...]  # why the run fails, one reason per line (RunReport.failures)
+    killed: int  # killed + caught
+    judged: int  # mutations in the score's denominator
+    total: int  # every mutation in the report
+    counts: tuple[tuple[str, int], ...]  # (status, count), non-zero ones, in Status order
+    named: tuple[tuple[str, tuple[str, ...]], ...]  # (status, names) for the statuses in _NAMED
+    score: float | None
+
+    @property
+    def word(self) -> str:
+        return "PASS" if self.passed else "FAIL"
+
+    @property
+    def counts_text(self) -> str:
+        return ", ".join(f"{n} {status}" for status, n in self.counts) or "no mutations"
+
+
+def judge(report: RunReport, fail_under: float = 0.0) -> Verdict:
+    failures = tuple(report.failures(fail_under))
+    statuses = [str(r.status) for r in report.mutations]
+    order: list[str] = []
+    for status in statuses:
+        if status not in order:
+            order.append(status)
+    counts = tuple((s, statuses.count(s)) for s in sorted(order, key=_status_rank))
+    named = tuple(
+        (status, tuple(r.name for r in report.mutations if str(r.status) == status))
+        for status in _NAMED
+        if status in statuses
+    )
+    errors = bool(getattr(report, "harness_errors", ())) or "error" in statuses
+    judged = sum(n for s, n in counts if s in (*_CAUGHT, "survived", "crashed", "timeout"))
+    return Verdict(
+        passed=not failures and not errors,
+        failures=failures,
+        killed=sum(n for s, n in counts if s in _CAUGHT),
+        judged=judged,
+        total=len(statuses),
+        counts=counts,
+        named=named,
+        score=report.score,
+    )
+
+
+def _status_rank(status: str) -> int:
+    known = ("killed", "caught", "crashed", "timeout", "survived", "error", "stale", "equivalent", "uncovered")
+    return known.index(status) if status in known else len(known)
+
+
+def _names(names: Sequence[str]) -> str:
+    shown = ", ".join(names[:MAX_NAMED])
+    return shown + (f" +{len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else "")
+
+
+def verdict_line(verdict: Verdict, wall_s: float | None = None, reports: Sequence[str] = ()) -> str:
+    """`PASS 35/35 killed, score 1.000 | 139s | reports: r.json` or `FAIL 33/35 killed, ... | survived: a, b`."""
+    parts = [f"{verdict.word} {verdict.killed}/{verdict.judged} killed, score {format_score(verdict.score)}"]
+    failed = [f"{status}: {_names(names)}" for status, names in verdict.named]
+    if not failed and verdict.failures:
+        failed = [_names(list(verdict.failures))]
+    parts += failed
+    if wall_s is not None:
+        parts.append(f"{wall_s:.0f}s" if wall_s >= 10 else f"{wall_s:.1f}s")
+    if reports:
+        parts.append("reports: " + " ".join(reports))
+    return " | ".join(parts)
