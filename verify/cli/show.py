@@ -23,6 +23,7 @@ def show(
     survivors: Annotated[
         bool, typer.Option("--survivors/--no-survivors", help="List what no gate caught, with diffs.")
     ] = True,
+    vacuous: Annotated[bool, typer.Option("--vacuous", help="List the gates no mutation turned red.")] = False,
     by: ByOption = "file",
     project: ProjectOption = Path("."),
 ) -> None:
@@ -35,12 +36,19 @@ def show(
     Examples:
       dflash verify show
       dflash verify show --by gate
+      dflash verify show --vacuous
       dflash verify show -m walk-replaced-by-argmax
       dflash verify show --json shard-1.json
     """
     from verify.report.files import MergeError, read_report
     from verify.report.summary import judge
-    from verify.report.terminal import render_error, render_report, render_result_detail, render_survivors
+    from verify.report.terminal import (
+        render_error,
+        render_gate_list,
+        render_report,
+        render_result_detail,
+        render_survivors,
+    )
 
     path = json or Path(project) / LAST_REPORT
     if json is None and not path.is_file():
@@ -58,6 +66,9 @@ def show(
             render_error(f"{mutation!r} is not in {path}")
             raise typer.Exit(EXIT_USAGE)
         render_result_detail(found, details.get(mutation))
+        return
+    if vacuous:
+        render_gate_list("vacuous gates (no mutation turned them red)", report.vacuous_gates)
         return
     if survivors:
         render_survivors(report, details)

@@ -37,10 +37,7 @@ SYMBOL_STYLE = {
     "-": "dim",
     ".": "green",
 }
-LEGEND = (
-    "cells: A assertion, R refusal (the gate's own check went red), I named invariant, E other exception, "
-    "T timeout, - did not run, . passed, blank: no gate of the group reaches the mutated lines"
-)
+LEGEND = "A assertion  R refusal  I invariant  E exception  T timeout  - not run  . passed  (blank: not reached)"
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,12 +19,13 @@ from rich.text import Text
 
 from verify.mutation import Mutation
 from verify.report.files import Detail
-from verify.report.matrix import LEGEND, SYMBOL_STYLE, build_matrix
+from verify.report.matrix import LEGEND, SYMBOL, SYMBOL_STYLE, build_matrix
 from verify.report.summary import Verdict, format_score, verdict_line
 from verify.report.verdict import MutationResult, RunReport
 
 __all__ = [
     "render_error",
+    "render_gate_list",
     "render_matrix",
     "render_mutation",
     "render_mutations",
@@ -47,7 +48,7 @@ STATUS_STYLE = {
     "skipped": "dim",
 }
 _STATUS_WIDTH = 9
-_MAX_FAILURES = 8
+_MAX_FAILURES = 5
 
 
 def _console(console: Console | None) -> Console:
@@ -122,8 +123,7 @@ def render_summary(report: RunReport, verdict: Verdict, console: Console | None 
     num_files = len(matrix.groups)
     line = f"{len(report.baseline.gate_ids)} gates in {num_files} file{'' if num_files == 1 else 's'}"
     if vacuous:
-        by_file = [f"{g.label} {len(vacuous & set(g.gate_ids))}" for g in matrix.groups if vacuous & set(g.gate_ids)]
-        line += f"; {len(vacuous)} vacuous (no mutant turned them red): {', '.join(by_file)}"
+        line += f"; {len(vacuous)} vacuous (no mutant turned them red: `dflash verify show --vacuous`)"
     console.print(escape(line), style="dim" if not vacuous else "yellow")
     self_check = getattr(report, "self_check", "")
     if self_check:
@@ -166,18 +166,27 @@ def render_result_detail(result: MutationResult, detail: Detail | None, console:
         console.print(f"{escape(detail.file)}: {escape(detail.bug_class)}")
     if result.reason:
         console.print(f"reason: {escape(result.reason)}")
-    table = Table(show_edge=False, pad_edge=False)
-    for column in ("gate", "outcome", "s", "message"):
-        table.add_column(column, overflow="fold")
     for outcome in result.outcomes:
+        symbol = SYMBOL.get(str(outcome.outcome), "?")
+        console.print(
+            Text(f"{symbol} ", style=SYMBOL_STYLE.get(symbol, ""))
+            + Text(f"{outcome.outcome!s:<9} {outcome.duration_s:6.2f}s  {outcome.gate_id}"),
+            soft_wrap=True,
+        )
         why = f"{outcome.exc_type}: {outcome.message}" if outcome.message else outcome.exc_type
-        table.add_row(escape(outcome.gate_id), str(outcome.outcome), f"{outcome.duration_s:.2f}", escape(why))
-    if result.outcomes:
-        console.print(table)
-    elif result.ran:
+        if why:
+            console.print(Text(f"    {why}", style="dim"), soft_wrap=True)
+    if not result.outcomes and result.ran:
         console.print(f"ran {len(result.ran)} gates; no per-gate outcome recorded")
     if detail is not None and detail.diff:
         console.print(Syntax(detail.diff, "diff", theme="ansi_dark", background_color="default"))
+
+
+def render_gate_list(title: str, gate_ids: Sequence[str], console: Console | None = None) -> None:
+    console = _console(console)
+    console.print(f"{len(gate_ids)} {escape(title)}:")
+    for gate_id in gate_ids:
+        console.print(f"  {escape(gate_id)}", soft_wrap=True)
 
 
 def render_error(message: str, console: Console | None = None) -> None:

@@ -1,0 +1,115 @@
+"""The terminal matrix through the real renderer (rich, recorded) at 80, 120 and 200 columns.
+
+A report shaped like the shipped catalog's (40 mutations with catalog-length names, 65 gates in 12 files)
+must show every mutation row and every gate group at every width, with no line wider than the console,
+and end with the one-line verdict.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from rich.console import Console
+
+from verify.report.matrix import SYMBOL, build_matrix
+from verify.report.summary import judge, verdict_line
+from verify.report.terminal import render_matrix, render_report
+from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, RunReport, Status
+
+FILES = ("drafts", "numerics", "paths", "store", "acceptance", "sampling", "dflash2", "trace", "rules",
+         "checkpoint", "batching", "scheduler")  # fmt: skip
+GATES = tuple(
+    f"tests/gates/test_gate_{FILES[i % len(FILES)]}.py::test_{FILES[i % len(FILES)]}_case_{i}" for i in range(65)
+)
+# The shipped catalog's names run to 36 characters; a few longer ones make the narrow layout split blocks.
+NAMES = tuple(f"context-{'x' * (i % 9)}-shifted-by-one-{i}" for i in range(38)) + (
+    "selector-q-replaced-by-draft-softmax",
+    "a-much-longer-mutation-name-than-any-in-the-shipped-catalog",
+)
+RED = [o for o in Outcome if o is not Outcome.PASSED]
+
+
+def _report() -> RunReport:
+    mutations = []
+    for i, name in enumerate(NAMES):
+        gate_ids = GATES[i % 7 :: 5]
+        outcomes = tuple(
+            GateOutcome(g, RED[(i + j) % len(RED)] if j == 0 else Outcome.PASSED, 0.1) for j, g in enumerate(gate_ids)
+        )
+        status = Status.SURVIVED if i % 13 == 0 else Status.KILLED
+        if status is Status.SURVIVED:
+            outcomes = tuple(GateOutcome(g, Outcome.PASSED, 0.1) for g in gate_ids)
+        killed_by = tuple(o.gate_id for o in outcomes if o.outcome is not Outcome.PASSED)
+        mutations.append(MutationResult(name, status, killed_by, gate_ids, 1.0, outcomes=outcomes))
+    baseline = Baseline("green", tuple(GateOutcome(g, Outcome.PASSED, 0.1) for g in GATES))
+    return RunReport(baseline, tuple(mutations), required=NAMES)
+
+
+def _render(width: int, by: str = "file") -> str:
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+    render_matrix(_report(), by, console)
+    return console.export_text()
+
+
+@pytest.mark.parametrize("by", ["file", "gate"])
+@pytest.mark.parametrize("width", [80, 120, 200])
+def test_every_row_and_group_is_shown_within_the_width(width: int, by: str) -> None:
+    text = _render(width, by)
+    lines = text.splitlines()
+    matrix = build_matrix(_report(), by)
+    for name in NAMES:
+        assert any(line.startswith(name + " ") for line in lines), f"row {name} missing at {width}"
+    table_lines = [line for line in lines if line.split(" ")[0] in NAMES or line.startswith("mutation ")]
+    assert max(len(line) for line in table_lines) <= width
+    headers = " ".join(line for line in lines if line.startswith("mutation "))
+    legend = " ".join(lines)
+    for number, group in enumerate(matrix.groups, 1):
+        shown = re.search(rf"(^|\s){re.escape(group.label)}(\s|$)", headers) or f"{number}={group.label}(" in legend
+        assert shown, f"group {group.label} missing at {width}"
+    numbered = not re.search(rf"\s{re.escape(matrix.groups[0].label)}(\s|$)", headers)
+    if by == "file" and width >= 200:
+        assert not numbered  # wide enough to name the files in the header itself
+    assert "A assertion" in text and "T timeout" in text  # the legend
+
+
+@pytest.mark.parametrize("width", [80, 120, 200])
+def test_each_row_shows_its_strongest_outcome_per_file(width: int) -> None:
+    report = _report()
+    matrix = build_matrix(report, "file")
+    text = _render(width)
+    for row in matrix.rows:
+        symbols = "".join(
+            "".join(line[len(row.name) :].split()[1:]) for line in text.splitlines() if line.startswith(row.name + " ")
+        )
+        assert symbols == "".join(c for c in row.cells if c), row.name
+
+
+def test_a_cell_prefers_the_gates_own_check_over_other_red() -> None:
+    gates = ("tests/gates/test_gate_a.py::test_one", "tests/gates/test_gate_a.py::test_two")
+    for strong, weak in [(Outcome.ASSERTION, Outcome.EXCEPTION), (Outcome.EXCEPTION, Outcome.PASSED)]:
+        outcomes = (GateOutcome(gates[0], weak, 0.1), GateOutcome(gates[1], strong, 0.1))
+        result = MutationResult("m", Status.KILLED, (gates[1],), gates, 0.2, outcomes=outcomes)
+        report = RunReport(Baseline("green", tuple(GateOutcome(g, Outcome.PASSED, 0) for g in gates)), (result,), ())
+        assert build_matrix(report).rows[0].cells == (SYMBOL[str(strong)],)
+
+
+def test_the_verdict_is_the_last_line() -> None:
+    console = Console(width=80, record=True, file=io.StringIO(), color_system=None)
+    report = _report()
+    verdict = judge(report)
+    render_report(report, verdict, 12.5, ("report.json",), "file", console)
+    last = console.export_text().rstrip("\n").splitlines()[-1]
+    assert last == verdict_line(verdict, 12.5, ("report.json",))
+    assert last.startswith("FAIL 36/40 killed, score 0.900 | survived: ")
+    assert last.endswith("| 12s | reports: report.json")
+
+
+def test_the_summary_of_a_catalog_sized_run_fits_one_screen_at_80_columns() -> None:
+    report = _report()
+    short = RunReport(report.baseline, tuple(r for r in report.mutations if len(r.name) <= 36), report.required)
+    console = Console(width=80, record=True, file=io.StringIO(), color_system=None)
+    render_report(short, judge(short), 139.0, ("report.json",), "file", console)
+    lines = console.export_text().splitlines()
+    assert len(lines) <= len(short.mutations) + 15, "\n".join(lines)
