@@ -86,9 +86,18 @@ def test_each_row_shows_its_strongest_outcome_per_file(width: int) -> None:
         assert symbols == "".join(c for c in row.cells if c), row.name
 
 
+def test_every_outcome_has_its_own_symbol() -> None:
+    assert {str(o) for o in Outcome} <= set(SYMBOL)
+    assert len({SYMBOL[str(o)] for o in Outcome}) == len(Outcome)
+
+
+PRECEDENCE = [Outcome.ASSERTION, Outcome.REFUSAL, Outcome.INVARIANT, Outcome.EXCEPTION, Outcome.TIMEOUT,
+              Outcome.NOT_RUN, Outcome.PASSED]  # fmt: skip
+
+
 def test_a_cell_prefers_the_gates_own_check_over_other_red() -> None:
     gates = ("tests/gates/test_gate_a.py::test_one", "tests/gates/test_gate_a.py::test_two")
-    for strong, weak in [(Outcome.ASSERTION, Outcome.EXCEPTION), (Outcome.EXCEPTION, Outcome.PASSED)]:
+    for strong, weak in zip(PRECEDENCE, PRECEDENCE[1:], strict=False):
         outcomes = (GateOutcome(gates[0], weak, 0.1), GateOutcome(gates[1], strong, 0.1))
         result = MutationResult("m", Status.KILLED, (gates[1],), gates, 0.2, outcomes=outcomes)
         report = RunReport(Baseline("green", tuple(GateOutcome(g, Outcome.PASSED, 0) for g in gates)), (result,), ())

@@ -18,8 +18,9 @@ if TYPE_CHECKING:
     from verify.report.files import Detail, RunInfo
     from verify.report.verdict import RunReport
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_HARNESS = 0, 1, 2, 3
-LAST_REPORT = Path(".dflash-cache") / "last-report.json"  # relative to the project root
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_HARNESS, EXIT_ERROR = 0, 1, 2, 3, 4
+EXIT_SIGNAL = {"SIGINT": 130, "SIGTERM": 143}
+LAST_REPORT = Path(".dflash-cache") / "last-report.json"  # relative to the project root (ResultCache.last_report)
 
 JsonOption = Annotated[Path | None, typer.Option("--json", help="Write the JSON report (dflash-verify/1) here.")]
 JunitOption = Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here (one testcase a mutation).")]
@@ -92,8 +93,10 @@ def write_reports(
     return written
 
 
-def save_last_report(report: RunReport, details: Mapping[str, Detail], root: Path, info: RunInfo) -> None:
-    """Keep the run's report where `dflash verify show` finds it (beside the result cache)."""
+def save_last_report(
+    report: RunReport, details: Mapping[str, Detail] | None, root: Path, info: RunInfo | None = None
+) -> None:
+    """Keep the run's report where `dflash verify show` finds it (beside the result cache), atomically."""
     from verify.report.files import write_json
 
     path = Path(root) / LAST_REPORT
@@ -104,6 +107,15 @@ def save_last_report(report: RunReport, details: Mapping[str, Detail], root: Pat
     tmp = path.with_suffix(".tmp")
     write_json(report, tmp, details, info)
     tmp.replace(path)
+
+
+def exit_code(report: RunReport, passed: bool) -> int:
+    """130/143 interrupted by a signal; 4 a mutation without a verdict or harness trouble; 1 fail; 0 pass."""
+    if report.interrupted_by:
+        return EXIT_SIGNAL.get(report.interrupted_by, 130)
+    if report.errors or report.harness_errors:
+        return EXIT_ERROR
+    return EXIT_OK if passed else EXIT_FAILED
 
 
 def finish(
@@ -119,7 +131,7 @@ def finish(
 ) -> int:
     """Write the reports, render the matrix and summary with the verdict as the last line; the exit code."""
     from verify.report.summary import judge
-    from verify.report.terminal import render_report
+    from verify.report.terminal import render_error, render_report
 
     if by not in ("file", "gate"):
         raise typer.BadParameter("--by must be 'file' or 'gate'")
@@ -128,5 +140,12 @@ def finish(
     if save_last:
         save_last_report(report, details, root, info)
     verdict = judge(report, fail_under)
+    for problem in report.harness_errors:
+        render_error(problem)
+    if report.interrupted_by:
+        done = sum(1 for r in report.mutations if r.status.is_judged or str(r.status) in ("stale", "skipped"))
+        render_error(
+            f"interrupted by {report.interrupted_by}: {done} mutations finished (cached; the next run resumes)"
+        )
     render_report(report, verdict, time.monotonic() - started, written, by)
-    return EXIT_OK if verdict.passed else EXIT_FAILED
+    return exit_code(report, verdict.passed)

@@ -3,7 +3,8 @@
 Imports only typer at module level (the run, pytest, torch and rich load inside the command), so `--help`
 answers at once. Exit codes: 0 pass; 1 fail (a required mutation not killed, a stale one, a lost pin, the
 score under --fail-under); 2 usage or configuration errors; 3 a red or flaky baseline or a failed harness
-self-check.
+self-check; 4 the harness could not reach a verdict for some mutation (error); 130/143 interrupted by
+SIGINT/SIGTERM (finished verdicts are cached and in the partial report).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import typer
 
 from verify.cli.mutations import ProjectOption
 from verify.cli.reporting import (
-    EXIT_FAILED,
     EXIT_HARNESS,
+    EXIT_SIGNAL,
     EXIT_USAGE,
     ByOption,
     FailUnderOption,
@@ -26,6 +27,7 @@ from verify.cli.reporting import (
     JunitOption,
     StrykerOption,
     finish,
+    save_last_report,
 )
 from verify.cli.show import show
 
@@ -52,7 +54,8 @@ Examples:
 
 \b
 Exit codes: 0 pass; 1 fail; 2 usage or configuration error;
-3 red or flaky baseline, or failed harness self-check.
+3 red or flaky baseline, or failed harness self-check;
+4 the harness got no verdict for some mutation; 130/143 interrupted.
 """,
 )
 verify_app.command("show")(show)
@@ -82,22 +85,30 @@ def verify(
         list[str] | None, typer.Option("--mutation", "-m", metavar="NAME", help="Only this mutation (repeatable).")
     ] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write .dflash-cache/.")] = False,
+    clear_cache: Annotated[
+        bool, typer.Option("--clear-cache", help="Delete .dflash-cache/ first, then run (everything re-runs).")
+    ] = False,
     by: ByOption = "file",
     project: ProjectOption = Path("."),
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
     from verify.mutation import MutationError
+    from verify.report.files import write_json
     from verify.report.progress import PhaseProgress
     from verify.report.terminal import render_error
+    from verify.report.verdict import RunReport
     from verify.run.apply import details_for
-    from verify.run.cache import ChangedSinceError
+    from verify.run.cache import ChangedSinceError, ResultCache
+    from verify.run.executor import interrupt_signal
     from verify.run.phases import BaselineError, HarnessError, RunOptions, SelectionError, Shard, run_verify
     from verify.run.settings import ConfigError, load_config, load_mutations
 
     started = time.monotonic()
     try:
         config = load_config(project)
+        if clear_cache:
+            ResultCache(config.root).clear()
         mutations = load_mutations(config)
         options = RunOptions(
             jobs=jobs,
@@ -107,17 +118,26 @@ def verify(
             names=tuple(mutation or ()),
             use_cache=not no_cache,
         )
+
+        def partial(report: RunReport) -> None:
+            # Written as results arrive, so an interrupted run leaves what it finished behind.
+            if not no_cache:
+                save_last_report(report, None, config.root)
+            if json is not None:
+                write_json(report, json)
+
         with PhaseProgress() as progress:
-            report = run_verify(config, mutations, options, progress)
+            report = run_verify(config, mutations, options, progress, on_report=partial)
     except (ConfigError, SelectionError, ChangedSinceError, MutationError) as error:
         render_error(str(error))
         raise typer.Exit(EXIT_USAGE) from None
     except (BaselineError, HarnessError) as error:
         render_error(str(error))
         raise typer.Exit(EXIT_HARNESS) from None
-    except KeyboardInterrupt:
-        render_error("interrupted before the baseline and self-check finished")
-        raise typer.Exit(EXIT_FAILED) from None
+    except KeyboardInterrupt as error:
+        signal_name = interrupt_signal(error)
+        render_error(f"interrupted by {signal_name} before the baseline and self-check finished; nothing to report")
+        raise typer.Exit(EXIT_SIGNAL.get(signal_name, 130)) from None
     details = details_for({r.name: mutations[r.name] for r in report.mutations}, config.root)
     settings = {
         "jobs": jobs or config.num_jobs,

@@ -5,13 +5,15 @@ Keys are only ever added to the schema:
     {"schema": "dflash-verify/1", "tool": {"name", "version"}, "project": {"root", "commit"},
      "verdict": {"result": "PASS"|"FAIL", "failures": [...], "score", "detected", "killed", "judged",
                  "counts": {status: n}}, "settings": {...}, "wall_s": float|null, "self_check": str,
-     "shard": "K/N" or "", "interrupted": bool,
+     "shard": "K/N" or "", "interrupted": bool, "interrupted_by": "SIGINT"|"SIGTERM"|"",
      "baseline": {"status": "green", "gates": [{"id", "duration_s"}]},
      "mutations": [{"name", "status", "killed_by", "ran", "duration_s", "reason", "cached",
+                    "attempts", "red_by_check", "red_by_exception",
                     "outcomes": [{"gate_id", "outcome", "duration_s", "exc_type", "message"}],
                     "bug_class", "file", "diff"}],
-     "gates": [{"id", "kills", "vacuous"}], "score": float|null, "required": [names],
-     "pins": [{"name", "expect_killed_by"}]}
+     "gates": [{"id", "kills", "vacuous"}], "score": float|null, "detected": float|null, "counts": {status: n},
+     "flaky_gates": [{"id", "what"}], "expected_survivors": [{"name", "reason"}], "surprises": [names],
+     "harness_errors": [str], "required": [names], "pins": [{"name", "expect_killed_by"}]}
 
 The verdict block comes from `summary.judge`, the same function the terminal uses. This module turns
 records into files and back; it never runs anything and never prints.
@@ -27,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from verify.report.summary import judge
-from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, RunReport, result_from_dict
+from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, RunReport, Status, result_from_dict
 
 __all__ = ["SCHEMA", "Detail", "MergeError", "RunInfo", "merge", "read_json", "read_report", "to_json", "write_json"]
 
@@ -73,15 +75,12 @@ def to_json(
     mutations = []
     for result in report.mutations:
         entry = dataclasses.asdict(result)
+        entry["red_by_check"] = list(result.red_by_check)
+        entry["red_by_exception"] = list(result.red_by_exception)
         detail = details.get(result.name)
         if detail is not None:
             entry.update(bug_class=detail.bug_class, file=detail.file, diff=detail.diff)
         mutations.append(entry)
-    extra = {
-        f.name: _plain(getattr(report, f.name))
-        for f in dataclasses.fields(report)
-        if f.name not in ("baseline", "mutations", "required", "pins", "shard", "interrupted")
-    }
     return {
         "schema": SCHEMA,
         "tool": {"name": "dflash-verify", "version": info.tool_version},
@@ -90,16 +89,17 @@ def to_json(
             "result": verdict.word,
             "failures": list(verdict.failures),
             "score": verdict.score,
-            "detected": getattr(report, "detected", None),
+            "detected": report.detected,
             "killed": verdict.killed,
             "judged": verdict.judged,
             "counts": dict(verdict.counts),
         },
         "settings": dict(info.settings),
         "wall_s": info.wall_s,
-        **extra,
+        "self_check": report.self_check,
         "shard": report.shard,
         "interrupted": report.interrupted,
+        "interrupted_by": report.interrupted_by,
         "baseline": {
             "status": report.baseline.status,
             "gates": [{"id": g.gate_id, "duration_s": g.duration_s} for g in report.baseline.gates],
@@ -107,13 +107,15 @@ def to_json(
         "mutations": mutations,
         "gates": [{"id": g, "kills": n, "vacuous": g in vacuous} for g, n in kills.items()],
         "score": report.score,
+        "detected": report.detected,
+        "counts": {str(s): report.count(s) for s in Status if report.count(s)},
+        "flaky_gates": [{"id": g, "what": what} for g, what in report.flaky_gates],
+        "expected_survivors": [{"name": n, "reason": why} for n, why in report.expected_survivors],
+        "surprises": list(report.surprises),
+        "harness_errors": list(report.harness_errors),
         "required": list(report.required),
         "pins": [{"name": name, "expect_killed_by": list(pins)} for name, pins in report.pins],
     }
-
-
-def _plain(value: Any) -> Any:
-    return [_plain(v) for v in value] if isinstance(value, tuple) else value
 
 
 def write_json(
@@ -131,12 +133,6 @@ def read_report(path: Path) -> tuple[RunReport, dict[str, Detail], RunInfo]:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise MergeError(f"{path}: schema {data.get('schema') if isinstance(data, dict) else None!r}, want {SCHEMA}")
     gates = tuple(GateOutcome(g["id"], Outcome.PASSED, float(g["duration_s"])) for g in data["baseline"]["gates"])
-    known = {f.name for f in dataclasses.fields(RunReport)}
-    extra = {
-        key: tuple(tuple(v) if isinstance(v, list) else v for v in value) if isinstance(value, list) else value
-        for key, value in data.items()
-        if key in known and key not in ("baseline", "mutations", "required", "pins", "shard", "interrupted")
-    }
     report = RunReport(
         baseline=Baseline(data["baseline"]["status"], gates),
         mutations=tuple(result_from_dict(m) for m in data["mutations"]),
@@ -144,7 +140,11 @@ def read_report(path: Path) -> tuple[RunReport, dict[str, Detail], RunInfo]:
         pins=tuple((p["name"], tuple(p["expect_killed_by"])) for p in data.get("pins", ())),
         shard=data.get("shard", ""),
         interrupted=bool(data.get("interrupted", False)),
-        **extra,
+        interrupted_by=data.get("interrupted_by", ""),
+        expected_survivors=tuple((e["name"], e["reason"]) for e in data.get("expected_survivors", ())),
+        flaky_gates=tuple((g["id"], g["what"]) for g in data.get("flaky_gates", ())),
+        self_check=data.get("self_check", ""),
+        harness_errors=tuple(data.get("harness_errors", ())),
     )
     details = {
         m["name"]: Detail(m["bug_class"], m["file"], m.get("diff", "")) for m in data["mutations"] if "file" in m
@@ -210,5 +210,8 @@ def merge(paths: Sequence[Path], allow_partial: bool = False) -> tuple[RunReport
         required=tuple(sorted({name for r in reports for name in r.required})),
         pins=tuple(sorted({pin for r in reports for pin in r.pins})),
         interrupted=any(r.interrupted for r in reports),
+        expected_survivors=tuple(sorted({e for r in reports for e in r.expected_survivors})),
+        flaky_gates=tuple(sorted({g for r in reports for g in r.flaky_gates})),
+        harness_errors=tuple(e for r in reports for e in r.harness_errors),
     )
     return merged, details

@@ -119,8 +119,15 @@ def render_html(report: RunReport, details: Mapping[str, Detail] | None = None, 
     )
     meta = (
         f"dflash-verify {_e(info.tool_version or '?')}, commit {_e(info.commit or 'unknown')}, "
-        f"{len(report.baseline.gate_ids)} gates, score {format_score(verdict.score)}"
+        f"{len(report.baseline.gate_ids)} gates, score {format_score(verdict.score)}, "
+        f"detected {format_score(report.detected)}, harness self-check {_e(report.self_check or 'n/a')}"
     )
+    flaky = "".join(f"<li>{_e(g)}: {_e(what)} (its kills are not counted)</li>" for g, what in report.flaky_gates)
+    if flaky:
+        warning += f'<p class="warn">Flaky gates:</p><ul>{flaky}</ul>'
+    news = "".join(f"<li>{_e(n)}: declared to survive, a gate now catches it</li>" for n in report.surprises)
+    if news:
+        warning += f"<p>News:</p><ul>{news}</ul>"
     sections = "".join(_section(r, details.get(r.name), index) for r in report.mutations)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>dflash verify</title>'

@@ -3,10 +3,11 @@
 Statuses map one to one where Stryker has the same notion: killed and caught (a gate's check or a named
 invariant fired) are Killed; crashed is RuntimeError; timeout is Timeout; survived is Survived, or
 NoCoverage when no gate reaches the mutated lines; stale (the anchor no longer matches, or the mutant does not
-compile) is CompileError; equivalent, uncovered and skipped are Ignored; error (the harness got no verdict)
-is RuntimeError with its reason. Stryker scores its own way (a Timeout counts as detected, RuntimeError and
-CompileError are left out), so each mutant's statusReason carries dflash's status and `config` carries
-dflash's own verdict and score: the figure the terminal, JSON, HTML and JUnit reports show.
+compile) is CompileError; equivalent, uncovered, skipped, error (the harness got no verdict) and a declared
+survivor are Ignored, outside the score as in ours. Stryker scores its own way (a Timeout counts as
+detected, RuntimeError and CompileError are left out: our `detected` figure mirrors it), so each mutant's
+statusReason carries dflash's status and `config` carries dflash's own verdict and score: the figure the
+terminal, JSON, HTML and JUnit reports show.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ STRYKER_STATUS = {
     "crashed": "RuntimeError",
     "timeout": "Timeout",
     "survived": "Survived",
-    "error": "RuntimeError",
+    "error": "Ignored",
     "stale": "CompileError",
     "equivalent": "Ignored",
     "uncovered": "Ignored",
@@ -52,6 +53,8 @@ def to_stryker(
         stryker_status = STRYKER_STATUS.get(status, "RuntimeError")
         if status == "survived" and not result.ran:
             stryker_status = "NoCoverage"
+        if status == "survived" and result.name in dict(report.expected_survivors):
+            stryker_status = "Ignored"  # declared to survive: outside the score, as in ours
         reason = f"dflash: {status}" + (f" ({result.reason})" if result.reason else "")
         files[detail.file]["mutants"].append(
             {

@@ -35,6 +35,7 @@ class Verdict:
     counts: tuple[tuple[str, int], ...]  # (status, count), non-zero ones, in Status order
     named: tuple[tuple[str, tuple[str, ...]], ...]  # (status, names) for the statuses in _NAMED
     score: float | None
+    interrupted_by: str = ""  # the signal that ended the run early, if one did
 
     @property
     def word(self) -> str:
@@ -58,17 +59,20 @@ def judge(report: RunReport, fail_under: float = 0.0) -> Verdict:
         for status in _NAMED
         if status in statuses
     )
-    errors = bool(getattr(report, "harness_errors", ())) or "error" in statuses
-    judged = sum(n for s, n in counts if s in (*_CAUGHT, "survived", "crashed", "timeout"))
+    # The score's denominator, as RunReport.score counts it: judged statuses, less declared survivors.
+    expected = {name for name, _ in report.expected_survivors}
+    judged = [r for r in report.mutations if r.status.is_judged and not (r.name in expected and not r.killed_by)]
+    errors = bool(report.harness_errors or report.errors or report.interrupted_by)
     return Verdict(
         passed=not failures and not errors,
         failures=failures,
-        killed=sum(n for s, n in counts if s in _CAUGHT),
-        judged=judged,
+        killed=sum(1 for r in judged if str(r.status) in _CAUGHT),
+        judged=len(judged),
         total=len(statuses),
         counts=counts,
         named=named,
         score=report.score,
+        interrupted_by=report.interrupted_by,
     )
 
 
@@ -89,6 +93,8 @@ def verdict_line(verdict: Verdict, wall_s: float | None = None, reports: Sequenc
     if not failed and verdict.failures:
         failed = [_names(list(verdict.failures))]
     parts += failed
+    if verdict.interrupted_by:
+        parts.append(f"interrupted by {verdict.interrupted_by}")
     if wall_s is not None:
         parts.append(f"{wall_s:.0f}s" if wall_s >= 10 else f"{wall_s:.1f}s")
     if reports:

@@ -115,8 +115,7 @@ def render_report(
 
 def render_summary(report: RunReport, verdict: Verdict, console: Console | None = None) -> None:
     console = _console(console)
-    detected = getattr(report, "detected", None)
-    also = f" (detected {format_score(detected)})" if detected is not None else ""
+    also = f" (detected {format_score(report.detected)})" if report.detected is not None else ""
     console.print(f"\n{verdict.total} mutations: {verdict.counts_text}; score {format_score(verdict.score)}{also}")
     matrix = build_matrix(report, "file")
     vacuous = set(report.vacuous_gates)
@@ -125,9 +124,12 @@ def render_summary(report: RunReport, verdict: Verdict, console: Console | None 
     if vacuous:
         line += f"; {len(vacuous)} vacuous (no mutant turned them red: `dflash verify show --vacuous`)"
     console.print(escape(line), style="dim" if not vacuous else "yellow")
-    self_check = getattr(report, "self_check", "")
-    if self_check:
-        console.print(f"harness self-check: {escape(self_check)}", style="dim")
+    if report.self_check:
+        console.print(f"harness self-check: {escape(report.self_check)}", style="dim")
+    for gate_id, what in report.flaky_gates:
+        console.print(f"[yellow]flaky:[/] {escape(gate_id)}: {escape(what)} (its kills are not counted)")
+    for name in report.surprises:
+        console.print(f"[cyan]news:[/] {escape(name)} was declared to survive and a gate now catches it")
     for reason in verdict.failures[:_MAX_FAILURES]:
         console.print(f"[red]fail:[/] {escape(reason)}")
     if len(verdict.failures) > _MAX_FAILURES:
