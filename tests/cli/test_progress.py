@@ -46,3 +46,22 @@ def test_ci_environment_is_not_interactive(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("CI", "true")
     assert not is_interactive(Tty())
     assert not is_interactive(io.StringIO())
+
+
+def test_sweep_progress_in_a_log_is_plain_lines_with_eta(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    from verify.sweep.render import progress_display
+    from verify.sweep.result import SweepProgress
+
+    clock = iter([0.0, 60.0, 70.0, 120.0])
+    monkeypatch.setattr("verify.sweep.render.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("verify.sweep.render.is_interactive", lambda stream: False)
+    with progress_display() as update:  # started at t=0
+        update(SweepProgress("Generating mutants"))
+        update(SweepProgress("mutants", done=10, total=40, killed=9, survived=1))  # t=60
+        update(SweepProgress("mutants", done=12, total=40, killed=11, survived=1))  # t=70: too soon
+        update(SweepProgress("mutants", done=40, total=40, killed=38, survived=2))  # t=120: the last
+    assert capsys.readouterr().err.splitlines() == [
+        "sweep: generating mutants",
+        "sweep: 10/40 mutants (9 killed, 1 survived, 0 no tests), about 3m00s left",
+        "sweep: 40/40 mutants (38 killed, 2 survived, 0 no tests)",
+    ]

@@ -104,3 +104,40 @@ def test_show_renders_the_last_report_without_running(toy_run, cli) -> None:
 def test_show_without_a_report_says_what_to_run(tmp_path, cli) -> None:
     result = cli("show", "--project", str(tmp_path))
     assert result.exit_code == 2 and "run `dflash verify` first" in result.output
+
+
+# The rules of the official mutation-testing-report-schema (stryker-mutator/mutation-testing-elements,
+# packages/report-schema, draft-07) for every key this report writes.
+_STRYKER_STATES = {"Killed", "Survived", "NoCoverage", "CompileError", "RuntimeError", "Timeout", "Ignored", "Pending"}
+_MUTANT_TYPES = {"id": str, "mutatorName": str, "status": str, "description": str, "replacement": str,
+                 "statusReason": str, "duration": (int, float), "testsCompleted": (int, float),
+                 "coveredBy": list, "killedBy": list}  # fmt: skip
+
+
+def _position_ok(position: object) -> bool:
+    return isinstance(position, dict) and all(
+        isinstance(position.get(k), int) and not isinstance(position.get(k), bool) and position[k] >= 1
+        for k in ("line", "column")
+    )
+
+
+def test_stryker_report_follows_the_official_schema(toy_run) -> None:
+    data = json.loads((toy_run.reports / "stryker.json").read_text())
+    assert {"schemaVersion", "thresholds", "files"} <= set(data)
+    assert re.fullmatch(r"([1-2]\d*|0)(\.(([1-9]\d*)|0)){0,2}", data["schemaVersion"])
+    assert all(isinstance(data["thresholds"][k], int) and 0 <= data["thresholds"][k] <= 100 for k in ("high", "low"))
+    assert isinstance(data["config"], dict) and isinstance(data["framework"]["name"], str)
+    ids = []
+    for file in data["files"].values():
+        assert isinstance(file["language"], str) and isinstance(file["source"], str)
+        for mutant in file["mutants"]:
+            assert {"id", "mutatorName", "location", "status"} <= set(mutant)
+            for key, kind in _MUTANT_TYPES.items():
+                assert key not in mutant or isinstance(mutant[key], kind), key
+            assert all(isinstance(t, str) for t in mutant["coveredBy"] + mutant["killedBy"])
+            assert mutant["status"] in _STRYKER_STATES
+            assert _position_ok(mutant["location"]["start"]) and _position_ok(mutant["location"]["end"])
+            ids.append(mutant["id"])
+    assert len(ids) == len(set(ids)) == len(toy_run.report.mutations)
+    for test_file in data["testFiles"].values():
+        assert all(isinstance(t["id"], str) and isinstance(t["name"], str) for t in test_file["tests"])

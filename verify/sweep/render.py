@@ -5,22 +5,37 @@ The only sweep module that imports rich; it renders records it is given and comp
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.syntax import Syntax
 from rich.table import Table
 
+from verify.report.progress import eta_s, format_s, is_interactive
 from verify.sweep.report import ModuleSummary
 from verify.sweep.result import MutantStatus, SweepOutcome, SweepProgress, SweepResult
 
 
 @contextmanager
 def progress_display(console: Console | None = None) -> Iterator[Callable[[SweepProgress], None]]:
-    """Yield the callback a sweep reports progress to; the bar lives on stderr while the sweep runs."""
+    """Yield the callback a sweep reports progress to: a bar with the time left on a terminal (stderr), plain
+    lines at most every 30 s in a CI log or a pipe."""
+    if console is None and not is_interactive(sys.stderr):
+        yield _plain_lines()
+        return
     console = console or Console(stderr=True)
     with Progress(
         SpinnerColumn(),
@@ -28,6 +43,8 @@ def progress_display(console: Console | None = None) -> Iterator[Callable[[Sweep
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
         console=console,
         transient=True,
     ) as bar:
@@ -41,6 +58,28 @@ def progress_display(console: Console | None = None) -> Iterator[Callable[[Sweep
             bar.update(task, description=f"mutants: {counts}", total=tick.total, completed=tick.done)
 
         yield update
+
+
+def _plain_lines(interval_s: float = 30.0) -> Callable[[SweepProgress], None]:
+    started = time.monotonic()
+    last_line, last_phase = [0.0], [""]
+
+    def update(tick: SweepProgress) -> None:
+        now = time.monotonic()
+        if tick.phase != "mutants":
+            if tick.phase != last_phase[0]:
+                last_phase[0] = tick.phase
+                print(f"sweep: {tick.phase.lower()}", file=sys.stderr, flush=True)
+            return
+        if now - last_line[0] < interval_s and tick.done < tick.total:
+            return
+        last_line[0] = now
+        left = eta_s(tick.done, tick.total, now - started)
+        eta = f", about {format_s(left)} left" if left else ""
+        counts = f"{tick.killed} killed, {tick.survived} survived, {tick.no_tests} no tests"
+        print(f"sweep: {tick.done}/{tick.total} mutants ({counts}){eta}", file=sys.stderr, flush=True)
+
+    return update
 
 
 def _summary(result: SweepResult) -> str:
