@@ -65,12 +65,12 @@ def _plain_lines(interval_s: float = 30.0) -> Callable[[SweepProgress], None]:
     last_line, last_phase = [0.0], [""]
 
     def update(tick: SweepProgress) -> None:
-        now = time.monotonic()
         if tick.phase != "mutants":
             if tick.phase != last_phase[0]:
                 last_phase[0] = tick.phase
                 print(f"sweep: {tick.phase.lower()}", file=sys.stderr, flush=True)
             return
+        now = time.monotonic()
         if now - last_line[0] < interval_s and tick.done < tick.total:
             return
         last_line[0] = now
