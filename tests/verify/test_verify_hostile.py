@@ -58,6 +58,12 @@ def test_checked():
 @pytest.mark.gate
 def test_mul():
     assert core.mul(4, 3) == 12
+
+
+@pytest.mark.gate
+@pytest.mark.skip(reason="needs a GPU")
+def test_gpu_only():
+    assert core.mul(1, 1) == 2
 """
 
 # A gate that fails every third run on the unmutated tree; the counter lives outside the project (the
@@ -149,6 +155,8 @@ def test_hostile_mutants_get_honest_verdicts_and_cannot_touch_each_other(tmp_pat
     report = read_json(tmp_path / "r.json")[0]
     statuses = {r.name: r.status for r in report.mutations}
     assert statuses == EXPECTED, result.output
+    # A gate that skips itself on this machine is not one of its gates: not in the baseline, never "not-run".
+    assert "tests/gates/test_core.py::test_gpu_only" not in report.baseline.gate_ids
     by_name = {r.name: r for r in report.mutations}
     assert by_name["keyboard-interrupt"].outcomes[0].exc_type == "KeyboardInterrupt"
     assert by_name["system-exit"].outcomes[0].exc_type == "SystemExit"
