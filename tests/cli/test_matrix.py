@@ -7,6 +7,7 @@ and end with the one-line verdict.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import re
 
@@ -122,3 +123,11 @@ def test_the_summary_of_a_catalog_sized_run_fits_one_screen_at_80_columns() -> N
     render_report(short, judge(short), 139.0, ("report.json",), "file", console)
     lines = console.export_text().splitlines()
     assert len(lines) <= len(short.mutations) + 15, "\n".join(lines)
+
+
+def test_the_verdict_line_names_harness_trouble_and_interruption() -> None:
+    report = dataclasses.replace(_report(), harness_errors=("the project's files changed during the run",))
+    line = verdict_line(judge(report), 3.0)
+    assert "harness error: the project's files changed during the run" in line and line.startswith("FAIL ")
+    line = verdict_line(judge(dataclasses.replace(_report(), interrupted_by="SIGTERM")))
+    assert "interrupted by SIGTERM" in line

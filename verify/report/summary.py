@@ -36,6 +36,7 @@ class Verdict:
     named: tuple[tuple[str, tuple[str, ...]], ...]  # (status, names) for the statuses in _NAMED
     score: float | None
     interrupted_by: str = ""  # the signal that ended the run early, if one did
+    harness_errors: tuple[str, ...] = ()  # trouble outside any one mutation (exit 4)
 
     @property
     def word(self) -> str:
@@ -73,6 +74,7 @@ def judge(report: RunReport, fail_under: float = 0.0) -> Verdict:
         named=named,
         score=report.score,
         interrupted_by=report.interrupted_by,
+        harness_errors=report.harness_errors,
     )
 
 
@@ -95,6 +97,8 @@ def verdict_line(verdict: Verdict, wall_s: float | None = None, reports: Sequenc
     parts += failed
     if verdict.interrupted_by:
         parts.append(f"interrupted by {verdict.interrupted_by}")
+    if verdict.harness_errors:
+        parts.append(f"harness error: {_names(list(verdict.harness_errors))}")
     if wall_s is not None:
         parts.append(f"{wall_s:.0f}s" if wall_s >= 10 else f"{wall_s:.1f}s")
     if reports:
