@@ -28,7 +28,7 @@ body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; max-width
 table { border-collapse: collapse; margin: 1em 0; }
 th, td { border: 1px solid #ddd; padding: 2px 6px; text-align: center; }
 th.group { font-weight: normal; font-size: 12px; }
-td.name, td.msg, td.gate { text-align: left; font-family: monospace; }
+td.name, td.msg, td.gate { text-align: left; font-family: monospace; } td.name { white-space: nowrap; }
 td.c-A, td.c-R { background: #c62828; } td.c-I { background: #8e0000; } td.c-E { background: #ef6c00; }
 td.c-T { background: #f9a825; } td.c-dash { background: #eee; } td.c-dot { background: #a5d6a7; }
 td.cell a { color: #fff; text-decoration: none; display: block; } td.c-dot a, td.c-dash a { color: #333; }
@@ -109,7 +109,8 @@ def render_html(report: RunReport, details: Mapping[str, Detail] | None = None, 
     index = {gate_id: i for i, gate_id in enumerate(report.baseline.gate_ids)}
     banner = f'<p class="banner {"pass" if verdict.passed else "fail"}">{_e(verdict_line(verdict, info.wall_s))}</p>'
     counts = "".join(f'<li><span class="s-{_e(s)}">{_e(s)}</span>: {n}</li>' for s, n in verdict.counts)
-    failures = "".join(f"<li>{_e(reason)}</li>" for reason in verdict.failures)
+    reasons = (*verdict.failures, *(f"harness error: {e}" for e in report.harness_errors))
+    failures = "".join(f"<li>{_e(reason)}</li>" for reason in reasons)
     vacuous = report.vacuous_gates
     warning = (
         f'<p class="warn">{len(vacuous)} vacuous gates (no mutant turned them red):</p>'
