@@ -277,7 +277,8 @@ class Engine:
         if self.draft is not None and width > 1:
             for row in range(num_rows):
                 self.check_position_invariant(row)
-            proposal = propose(self, requests, sizes, positions, valid)
+            store = self.draft_store if self.config.draft_attention == "paged" else None
+            proposal = propose(self.draft, self.target, self.rows, store, requests, sizes, positions, valid)
         block = torch.full((num_rows, width), 0, dtype=torch.long, device=self.device)
         for row, r in enumerate(requests):
             block[row, 0] = r.anchor

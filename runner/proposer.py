@@ -8,16 +8,15 @@ store length equals the row's committed length L. The block's own K/V are never 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
-from runner.draft import DraftInputs
+from runner.batch import BatchRows
+from runner.draft import DFlashDraft, DraftInputs
+from runner.kv_cache import PagedKVCache
 from runner.request import Request
 from runner.sampling import sampling_probs
-
-if TYPE_CHECKING:
-    from runner.engine import Engine
+from runner.target import Qwen3Target
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,12 +30,12 @@ class Proposal:
         return cls([[] for _ in range(num_rows)], [None] * num_rows, [None] * num_rows)
 
 
-def _context(engine: Engine, requests: list[Request]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _context(
+    rows: BatchRows, num_rows: int, dense: bool, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Padded context features [R, C, F], positions [R, C] and validity [R, C] for the draft call."""
-    rows = engine.rows
-    dense = engine.config.draft_attention == "dense"
     feats, poss = [], []
-    for row in range(len(requests)):
+    for row in range(num_rows):
         pending, positions = rows.pending[row], rows.pending_positions[row]
         assert pending is not None and positions is not None
         if dense and rows.history[row] is not None:
@@ -46,9 +45,9 @@ def _context(engine: Engine, requests: list[Request]) -> tuple[torch.Tensor, tor
         feats.append(pending)
         poss.append(positions)
     width = max(f.shape[0] for f in feats)
-    features = torch.zeros(len(feats), width, feats[0].shape[-1], dtype=feats[0].dtype, device=engine.device)
-    positions = torch.zeros(len(feats), width, dtype=torch.long, device=engine.device)
-    valid = torch.zeros(len(feats), width, dtype=torch.bool, device=engine.device)
+    features = torch.zeros(len(feats), width, feats[0].shape[-1], dtype=feats[0].dtype, device=device)
+    positions = torch.zeros(len(feats), width, dtype=torch.long, device=device)
+    valid = torch.zeros(len(feats), width, dtype=torch.bool, device=device)
     for i, (f, p) in enumerate(zip(feats, poss, strict=True)):
         features[i, : f.shape[0]] = f
         positions[i, : f.shape[0]] = p
@@ -58,17 +57,25 @@ def _context(engine: Engine, requests: list[Request]) -> tuple[torch.Tensor, tor
 
 
 def propose(
-    engine: Engine, requests: list[Request], sizes: list[int], positions: torch.Tensor, valid: torch.Tensor
+    draft: DFlashDraft,
+    target: Qwen3Target,
+    rows: BatchRows,
+    store: PagedKVCache | None,
+    requests: list[Request],
+    sizes: list[int],
+    positions: torch.Tensor,
+    valid: torch.Tensor,
 ) -> Proposal:
-    draft = engine.draft
-    assert draft is not None
-    rows = engine.rows
+    """Drafts a block for rows [0, len(requests)). `store` None selects the dense path (only when asked for).
+
+    The target lends its embedding and LM head. positions, valid: [R, B] of the block to verify.
+    """
     num_rows = len(requests)
-    features, ctx_positions, ctx_valid = _context(engine, requests)
+    paged = store is not None
+    features, ctx_positions, ctx_valid = _context(rows, num_rows, not paged, positions.device)
     block_ids = torch.full_like(positions, draft.config.mask_token_id)
-    block_ids[:, 0] = torch.tensor([r.anchor for r in requests], device=engine.device)
+    block_ids[:, 0] = torch.tensor([r.anchor for r in requests], device=positions.device)
     committed = positions[:, 0]
-    paged = engine.config.draft_attention == "paged"
     inputs = DraftInputs(
         features=features,
         ctx_positions=ctx_positions,
@@ -80,16 +87,16 @@ def propose(
         # The block reads the stored context (L positions) plus its own rows.
         read_lens=committed + valid.sum(1) if paged else None,
     )
-    hidden = draft(inputs, engine.target.model.embed_tokens, engine.draft_store if paged else None)
+    hidden = draft(inputs, target.model.embed_tokens, store)
     for row, r in enumerate(requests):
         if not paged:
             rows.history[row] = torch.cat([h for h in (rows.history[row], rows.pending[row]) if h is not None])
         rows.store_lens[row] = r.num_committed
         rows.pending[row] = rows.pending_positions[row] = None
     hidden = hidden[:, 1:]
-    logits = draft.logits(hidden, engine.target.lm_head)
+    logits = draft.logits(hidden, target.lm_head)
     if draft.candidate_selector is not None:
-        return _walk(engine, requests, sizes, hidden, logits)
+        return _walk(draft, requests, sizes, hidden, logits)
     drafted, probs = [], []
     greedy_ids = logits.argmax(-1).tolist()
     for row, r in enumerate(requests):
@@ -105,12 +112,12 @@ def propose(
 
 
 def _walk(
-    engine: Engine, requests: list[Request], sizes: list[int], hidden: torch.Tensor, logits: torch.Tensor
+    draft: DFlashDraft, requests: list[Request], sizes: list[int], hidden: torch.Tensor, logits: torch.Tensor
 ) -> Proposal:
     """DFlash2: the candidate selector's walk replaces the per-slot argmax; its q feeds rejection sampling."""
-    selector = engine.draft.candidate_selector if engine.draft is not None else None
+    selector = draft.candidate_selector
     assert selector is not None
-    anchors = torch.tensor([r.anchor for r in requests], device=engine.device)
+    anchors = torch.tensor([r.anchor for r in requests], device=hidden.device)
     path, candidates, q = selector.walk(
         hidden,
         logits,
