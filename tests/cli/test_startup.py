@@ -68,3 +68,8 @@ def test_generate_help_states_the_runner_defaults() -> None:
     result = CliRunner().invoke(app, ["generate", "--help"])
     assert f"the runner's, {SamplingParams().max_tokens}" in " ".join(result.output.split())
     assert SamplingParams().temperature == 0.0  # the help says "default: 0"
+
+
+def test_a_bad_matrix_view_is_refused_before_anything_runs(tmp_path) -> None:
+    result = CliRunner().invoke(app, ["verify", "--by", "row", "--project", str(tmp_path)])
+    assert result.exit_code == 2 and "must be 'file' or 'gate'" in result.output

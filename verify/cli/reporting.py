@@ -31,8 +31,19 @@ StrykerOption = Annotated[
 FailUnderOption = Annotated[
     float, typer.Option("--fail-under", min=0.0, max=1.0, help="Fail when the score (0..1) is below this.")
 ]
+
+
+def _check_by(value: str) -> str:
+    if value not in ("file", "gate"):
+        raise typer.BadParameter("must be 'file' or 'gate'")
+    return value
+
+
 ByOption = Annotated[
-    str, typer.Option("--by", help="Matrix columns: 'file' (gates grouped by file) or 'gate' (one column each).")
+    str,
+    typer.Option(
+        "--by", callback=_check_by, help="Matrix columns: 'file' (gates grouped by file) or 'gate' (one column each)."
+    ),
 ]
 
 
@@ -133,8 +144,6 @@ def finish(
     from verify.report.summary import judge
     from verify.report.terminal import render_error, render_report
 
-    if by not in ("file", "gate"):
-        raise typer.BadParameter("--by must be 'file' or 'gate'")
     info = run_info(root, settings, round(time.monotonic() - started, 3), fail_under)
     written = write_reports(report, details, root, info, paths)
     if save_last:
