@@ -71,10 +71,13 @@ def project_commit(root: Path) -> str:
     return f"{head}+dirty" if dirty else head
 
 
-def run_info(root: Path, settings: Mapping[str, Any], wall_s: float | None, fail_under: float) -> RunInfo:
+def run_info(
+    root: Path, settings: Mapping[str, Any], wall_s: float | None, fail_under: float, commit: str | None = None
+) -> RunInfo:
     from verify.report.files import RunInfo
 
-    return RunInfo(tool_version(), project_commit(root), str(Path(root).resolve()), dict(settings), wall_s, fail_under)
+    commit = project_commit(root) if commit is None else commit
+    return RunInfo(tool_version(), commit, str(Path(root).resolve()), dict(settings), wall_s, fail_under)
 
 
 def write_reports(
@@ -139,12 +142,13 @@ def finish(
     paths: Sequence[Path | None],
     by: str,
     save_last: bool = False,
+    commit: str | None = None,
 ) -> int:
     """Write the reports, render the matrix and summary with the verdict as the last line; the exit code."""
     from verify.report.summary import judge
     from verify.report.terminal import render_error, render_report
 
-    info = run_info(root, settings, round(time.monotonic() - started, 3), fail_under)
+    info = run_info(root, settings, round(time.monotonic() - started, 3), fail_under, commit)
     written = write_reports(report, details, root, info, paths)
     if save_last:
         save_last_report(report, details, root, info)

@@ -27,6 +27,7 @@ from verify.cli.reporting import (
     JunitOption,
     StrykerOption,
     finish,
+    project_commit,
     save_last_report,
 )
 from verify.cli.show import show
@@ -105,6 +106,7 @@ def verify(
     from verify.run.settings import ConfigError, load_config, load_mutations
 
     started = time.monotonic()
+    commit = project_commit(project)  # the tree the run starts from, not the one it ends on
     try:
         config = load_config(project)
         if clear_cache:
@@ -150,7 +152,7 @@ def verify(
     }
     code = finish(
         report, details, config.root, fail_under, started, settings, (json, junit, html, stryker), by,
-        save_last=not no_cache,
+        save_last=not no_cache, commit=commit,
     )  # fmt: skip
     raise typer.Exit(code)
 
