@@ -67,7 +67,9 @@ def render_matrix(report: RunReport, by: str = "file", console: Console | None =
     labels = [group.label for group in matrix.groups]
     use_labels = sum(len(label) + 1 for label in labels) <= room
     widths = [len(label) + 1 if use_labels else len(str(i)) + 1 for i, label in enumerate(labels, 1)]
-    for block in _blocks(widths, room):
+    for number, block in enumerate(_blocks(widths, room)):
+        if number:
+            console.print()
         header = Text(f"{'mutation':<{name_w}} {'status':<{_STATUS_WIDTH}} ", style="bold")
         for i in block:
             header.append(f"{labels[i] if use_labels else i + 1:>{widths[i]}}", style="bold")
