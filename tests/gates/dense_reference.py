@@ -158,3 +158,24 @@ def draft_block(
 
 def draft_block_logits(d: Checkpoint, t: Checkpoint, context_ids: list[int], anchor: int, size: int) -> torch.Tensor:
     return draft_block(d, t, context_ids, anchor, size)[1]
+
+
+def filtered_probs(logits: torch.Tensor, temperature: float, top_p: float = 1.0, top_k: int = 0) -> torch.Tensor:
+    """The distribution a request with (temperature, top_p, top_k) samples from, written out per row in float64:
+    softmax(logits / T) restricted to the top-k tokens, then to the smallest prefix (by probability) whose mass
+    reaches top_p (the token that crosses it included), renormalised. logits: [..., V] -> float32 [..., V]."""
+    flat = logits.detach().double().reshape(-1, logits.shape[-1])
+    out = torch.zeros_like(flat)
+    for row, scores in enumerate(flat):
+        probs = torch.softmax(scores / temperature, -1)
+        order = probs.argsort(descending=True)
+        limit = top_k if top_k > 0 else probs.numel()
+        restricted = probs[order[:limit]] / probs[order[:limit]].sum()
+        mass = 0.0
+        for rank, index in enumerate(order[:limit]):
+            if mass >= top_p:
+                break
+            out[row, index] = probs[index]
+            mass += float(restricted[rank])
+        out[row] /= out[row].sum()
+    return out.reshape(logits.shape).float()

@@ -9,6 +9,7 @@ import math
 
 import pytest
 import torch
+from dense_reference import filtered_probs
 
 from runner import CacheCapacityError, InvalidRequestError, SamplingParams
 from runner.block_manager import BlockAllocator
@@ -57,22 +58,6 @@ def test_allocator_boundaries() -> None:
         pool.free([3, 3])
 
 
-def _reference_probs(logits: torch.Tensor, temperature: float, top_p: float, top_k: int) -> torch.Tensor:
-    """softmax(logits / T) restricted to the top-k, then to the smallest prefix reaching top_p, renormalised."""
-    probs = torch.softmax(logits.double() / temperature, -1)
-    order = probs.argsort(descending=True)
-    keep = torch.zeros_like(probs, dtype=torch.bool)
-    limit = top_k if top_k > 0 else probs.numel()
-    mass, restricted = 0.0, probs[order[:limit]] / probs[order[:limit]].sum()
-    for rank, index in enumerate(order[:limit]):
-        if mass >= top_p:
-            break
-        keep[index] = True
-        mass += float(restricted[rank])
-    out = torch.where(keep, probs, torch.zeros_like(probs))
-    return (out / out.sum()).float()
-
-
 @pytest.mark.parametrize(
     ("temperature", "top_p", "top_k"),
     [(1.0, 1.0, 0), (0.5, 1.0, 0), (2.5, 1.0, 0), (1.0, 0.8, 0), (1.0, 1.0, 3), (0.7, 0.6, 4), (1.3, 1.0, 8)],
@@ -80,7 +65,7 @@ def _reference_probs(logits: torch.Tensor, temperature: float, top_p: float, top
 def test_sampling_probs_formula(temperature: float, top_p: float, top_k: int) -> None:
     logits = torch.tensor([2.0, 1.2, 0.3, -0.5, 1.9, 0.0, -2.0, 0.8])
     got = sampling_probs(logits, temperature, top_p, top_k)
-    want = _reference_probs(logits, temperature, top_p, top_k)
+    want = filtered_probs(logits, temperature, top_p, top_k)
     if top_p == 1.0 and top_k == 0:  # the defaults mean "no filter" (the DFlash2 walk relies on them)
         assert torch.allclose(sampling_probs(logits, temperature), want, atol=1e-6)
     assert torch.allclose(got, want, atol=1e-6), (got, want)
