@@ -92,6 +92,24 @@ def walk(d: Checkpoint, hidden: torch.Tensor, logits: torch.Tensor, anchor: int)
     return path
 
 
+def walk_distributions(
+    d: Checkpoint, hidden: torch.Tensor, logits: torch.Tensor, anchor: int, path: list[int], temperature: float
+) -> list[dict[int, float]]:
+    """A sampled walk's per-step distribution over its candidates, {candidate id: probability}, along the path it
+    took: at step t the predecessor is path[t - 1] (the anchor at t = 0) and q_t = softmax(scores_t / T)."""
+    k = d.cfg["dflash_config"]["selector_top_k"]
+    pred, succ = d.w["candidate_selector.predecessor_codebook"], d.w["candidate_selector.successor_codebook"]
+    projected = hidden @ d.w["candidate_selector.hidden_projection.weight"].T
+    previous, out = anchor, []
+    for t in range(len(path)):
+        unary, candidates = logits[t].topk(k)
+        scores = unary + (succ[candidates] * (pred[previous] * projected[t])).sum(-1)
+        probs = torch.softmax(scores.double() / temperature, -1)
+        out.append({int(c): float(q) for c, q in zip(candidates, probs, strict=True)})
+        previous = path[t]
+    return out
+
+
 def target_forward(t: Checkpoint, ids: list[int]) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """Logits [T, V] and every layer's output as HF's hidden_states[1:] gives it (the last one after the final
     norm) for one causal sequence."""

@@ -13,9 +13,8 @@ from __future__ import annotations
 import pytest
 import torch
 from dense_reference import Checkpoint, draft_block_logits, filtered_probs, target_forward
-from gatekit import FIXTURE, make_engine
+from gatekit import FIXTURE, make_engine, rejection_calls
 
-import runner.engine
 from runner import SamplingParams
 
 pytestmark = pytest.mark.gate
@@ -41,28 +40,6 @@ def off_language_prompts(count: int, seed: int) -> list[list[int]]:
     vocab = int(Checkpoint(FIXTURE / "target").cfg["vocab_size"])
     ids = [t for t in range(vocab) if t != mask]
     return [[ids[int(i)] for i in torch.randint(len(ids), (3 + k % 4,), generator=generator)] for k in range(count)]
-
-
-def rejection_calls(engine, prompts: list[list[int]], params: list[SamplingParams], monkeypatch):
-    """Runs the batch and records every call of the acceptance rule: the request (found by its generator), its
-    tokens up to the anchor at that moment, and the drafted ids, p and q the rule was handed."""
-    calls = []
-    accept = runner.engine.rejection_accept
-    owners: dict[int, int] = {}
-
-    def spy(drafted, target_probs, draft_probs, draft_indices, generator):
-        request = engine._requests[owners[id(generator)]]
-        prefix = list(request.token_ids[: request.num_committed + 1])
-        calls.append((request.request_id, prefix, list(drafted), target_probs.clone(), draft_probs, draft_indices))
-        return accept(drafted, target_probs, draft_probs, draft_indices, generator)
-
-    monkeypatch.setattr(runner.engine, "rejection_accept", spy)
-    for prompt, p in zip(prompts, params, strict=True):
-        rid = engine.add_request(prompt, p)
-        owners[id(engine._requests[rid].generator)] = rid
-    while engine.has_unfinished():
-        engine.step()
-    return calls
 
 
 @pytest.mark.parametrize(("temperature", "top_p", "top_k"), SETTINGS)
