@@ -12,7 +12,7 @@ from verify.apply import Applied, apply_mutation
 from verify.mutation import Mutation
 from verify.phases import RunOptions, run_verify
 from verify.project import load_config, load_mutations
-from verify.result import Status
+from verify.result import Status, matches_gate
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOG = load_mutations(load_config(ROOT))
@@ -53,6 +53,15 @@ def test_embedded_default_kills_every_mutation() -> None:
     assert not report.failures(), report.failures()
     statuses = {r.name: r for r in report.mutations}
     assert all(r.status is Status.KILLED for r in statuses.values())
+    # An honest catalog: each entry is killed by an assertion (or a gate's refusal) of a gate it pins, never
+    # only by an exception.
+    for name, mutation in CATALOG.items():
+        result = statuses[name]
+        pinned = [g for g in result.red_by_assertion if any(matches_gate(g, p) for p in mutation.expect_killed_by)]
+        assert pinned, (
+            f"{name}: no pinned gate went red by assertion (assertion {result.red_by_assertion}, "
+            f"exception {result.red_by_exception})"
+        )
     for name, gate_files in FIVE.items():
         result = statuses[name]
         observing = [g for g in result.red_by_assertion if any(f in g for f in gate_files)]

@@ -5,6 +5,7 @@ is built. Works on private copies of the shipped fixture; the fixture itself is 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -42,6 +43,18 @@ def test_round_trip_is_exact(tmp_path: Path, prompts: list[list[int]]) -> None:
     assert [o.acceptance_lengths for o in a] == [o.acceptance_lengths for o in b]
 
 
+def assert_refused(load, error: type[Exception], match: str) -> None:
+    """`load()` must raise `error` with `match` in its message. Any other exception is a failed check (an
+    assertion), not a crash: a checkpoint bug that escapes as a raw error is exactly what this gate is for."""
+    try:
+        load()
+    except Exception as exc:  # noqa: BLE001 - every escape is inspected below
+        assert isinstance(exc, error), f"expected {error.__name__}, got {type(exc).__name__}: {exc}"
+        assert re.search(match, str(exc)), f"{error.__name__} without {match!r}: {exc}"
+    else:
+        raise AssertionError(f"loaded without raising {error.__name__}")
+
+
 def _edit_config(folder: Path, **changes: object) -> None:
     path = folder / "config.json"
     cfg = json.loads(path.read_text())
@@ -53,27 +66,27 @@ def test_wrong_shape_is_refused(copy: Path) -> None:
     weights = load_file(str(copy / "draft" / "model.safetensors"))
     weights["fc.weight"] = weights["fc.weight"][:, :-1].contiguous()
     save_file(weights, str(copy / "draft" / "model.safetensors"))
-    with pytest.raises(CheckpointError, match="fc.weight has shape"):
-        Engine.from_pretrained(copy / "target", copy / "draft")
+    assert_refused(
+        lambda: Engine.from_pretrained(copy / "target", copy / "draft"), CheckpointError, "fc.weight has shape"
+    )
 
 
 def test_missing_tensor_is_refused(copy: Path) -> None:
     weights = load_file(str(copy / "target" / "model.safetensors"))
     del weights["model.layers.0.self_attn.k_norm.weight"]
     save_file(weights, str(copy / "target" / "model.safetensors"))
-    with pytest.raises(CheckpointError, match="missing weights"):
-        Engine.from_pretrained(copy / "target")
+    assert_refused(lambda: Engine.from_pretrained(copy / "target"), CheckpointError, "missing weights")
 
 
 def test_draft_for_another_target_is_refused(copy: Path) -> None:
     cfg = json.loads((copy / "draft" / "config.json").read_text())
     cfg["dflash_config"]["target_layer_ids"] = [0, 7]
     (copy / "draft" / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(ConfigMismatchError, match="target_layer_ids"):
-        Engine.from_pretrained(copy / "target", copy / "draft")
+    assert_refused(
+        lambda: Engine.from_pretrained(copy / "target", copy / "draft"), ConfigMismatchError, "target_layer_ids"
+    )
 
 
 def test_malformed_config_is_refused(copy: Path) -> None:
     (copy / "target" / "config.json").write_text("{not json")
-    with pytest.raises(CheckpointError, match="not valid JSON"):
-        Engine.from_pretrained(copy / "target")
+    assert_refused(lambda: Engine.from_pretrained(copy / "target"), CheckpointError, "not valid JSON")
