@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from verify.project import load_config, load_mutations
+from verify.run.settings import load_config, load_mutations
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOG = load_mutations(load_config(ROOT))

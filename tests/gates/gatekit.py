@@ -8,7 +8,8 @@ the first test only, and a mutant would then be checked against that one test.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -76,7 +77,9 @@ def rejection_calls(engine, prompts: list[list[int]], params: list[SamplingParam
     def spy(drafted, target_probs, draft_probs, draft_indices, generator):
         request = engine._requests[owners[id(generator)]]
         prefix = list(request.token_ids[: request.num_committed + 1])
-        calls.append((request.request_id, prefix, list(drafted), target_probs.clone(), draft_probs, draft_indices))
+        calls.append(
+            (request.request_id, prefix, [int(t) for t in drafted], target_probs.clone(), draft_probs, draft_indices)
+        )
         return accept(drafted, target_probs, draft_probs, draft_indices, generator)
 
     monkeypatch.setattr(runner.engine, "rejection_accept", spy)
@@ -86,3 +89,20 @@ def rejection_calls(engine, prompts: list[list[int]], params: list[SamplingParam
     while engine.has_unfinished():
         engine.step()
     return calls
+
+
+def assert_refused(kind: type[Exception], match: str, call: Callable[[], object]) -> None:
+    """The gate's check that `call` is refused by name: the named error with a matching message.
+
+    Anything else escaping (a raw JSONDecodeError, a torch RuntimeError from a late shape check) is this check
+    failing, so it is reported as an assertion, not left to escape as an unrelated exception.
+    """
+    try:
+        call()
+    except kind as error:
+        assert re.search(match, str(error)), f"{kind.__name__} raised, but {str(error)!r} does not match {match!r}"
+        return
+    except Exception as error:
+        got = f"{type(error).__name__}: {error}"
+        raise AssertionError(f"expected a named {kind.__name__} ({match!r}), got {got}") from error
+    raise AssertionError(f"expected a named {kind.__name__} ({match!r}); nothing was raised")

@@ -5,13 +5,12 @@ is built. Works on private copies of the shipped fixture; the fixture itself is 
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 
 import pytest
 import torch
-from gatekit import FIXTURE, greedy, make_engine
+from gatekit import FIXTURE, assert_refused, greedy, make_engine
 from safetensors.torch import load_file, save_file
 
 from runner import CheckpointError, ConfigMismatchError, Engine
@@ -43,18 +42,6 @@ def test_round_trip_is_exact(tmp_path: Path, prompts: list[list[int]]) -> None:
     assert [o.acceptance_lengths for o in a] == [o.acceptance_lengths for o in b]
 
 
-def assert_refused(load, error: type[Exception], match: str) -> None:
-    """`load()` must raise `error` with `match` in its message. Any other exception is a failed check (an
-    assertion), not a crash: a checkpoint bug that escapes as a raw error is exactly what this gate is for."""
-    try:
-        load()
-    except Exception as exc:  # noqa: BLE001 - every escape is inspected below
-        assert isinstance(exc, error), f"expected {error.__name__}, got {type(exc).__name__}: {exc}"
-        assert re.search(match, str(exc)), f"{error.__name__} without {match!r}: {exc}"
-    else:
-        raise AssertionError(f"loaded without raising {error.__name__}")
-
-
 def _edit_config(folder: Path, **changes: object) -> None:
     path = folder / "config.json"
     cfg = json.loads(path.read_text())
@@ -67,7 +54,7 @@ def test_wrong_shape_is_refused(copy: Path) -> None:
     weights["fc.weight"] = weights["fc.weight"][:, :-1].contiguous()
     save_file(weights, str(copy / "draft" / "model.safetensors"))
     assert_refused(
-        lambda: Engine.from_pretrained(copy / "target", copy / "draft"), CheckpointError, "fc.weight has shape"
+        CheckpointError, "fc.weight has shape", lambda: Engine.from_pretrained(copy / "target", copy / "draft")
     )
 
 
@@ -75,7 +62,7 @@ def test_missing_tensor_is_refused(copy: Path) -> None:
     weights = load_file(str(copy / "target" / "model.safetensors"))
     del weights["model.layers.0.self_attn.k_norm.weight"]
     save_file(weights, str(copy / "target" / "model.safetensors"))
-    assert_refused(lambda: Engine.from_pretrained(copy / "target"), CheckpointError, "missing weights")
+    assert_refused(CheckpointError, "missing weights", lambda: Engine.from_pretrained(copy / "target"))
 
 
 def test_draft_for_another_target_is_refused(copy: Path) -> None:
@@ -83,10 +70,31 @@ def test_draft_for_another_target_is_refused(copy: Path) -> None:
     cfg["dflash_config"]["target_layer_ids"] = [0, 7]
     (copy / "draft" / "config.json").write_text(json.dumps(cfg))
     assert_refused(
-        lambda: Engine.from_pretrained(copy / "target", copy / "draft"), ConfigMismatchError, "target_layer_ids"
+        ConfigMismatchError, "target_layer_ids", lambda: Engine.from_pretrained(copy / "target", copy / "draft")
     )
 
 
 def test_malformed_config_is_refused(copy: Path) -> None:
     (copy / "target" / "config.json").write_text("{not json")
-    assert_refused(lambda: Engine.from_pretrained(copy / "target"), CheckpointError, "not valid JSON")
+    assert_refused(CheckpointError, "not valid JSON", lambda: Engine.from_pretrained(copy / "target"))
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("hidden_size", "64"), ("num_hidden_layers", 2.0), ("vocab_size", True)],
+    ids=["string-for-int", "float-for-int", "bool-for-int"],
+)
+def test_wrong_typed_config_value_is_refused_by_name(copy: Path, key: str, value: object) -> None:
+    """A value of the wrong JSON type is refused, naming the key and the file, never converted (int("64"),
+    int(2.0) and int(True) would load a model the file does not describe, or fail later unnamed)."""
+    _edit_config(copy / "target", **{key: value})
+    load = lambda: Engine.from_pretrained(copy / "target")  # noqa: E731
+    assert_refused(CheckpointError, rf"config\.json: config key '{key}' must be an integer", load)
+
+
+def test_non_finite_weight_is_refused(copy: Path) -> None:
+    weights = load_file(str(copy / "target" / "model.safetensors"))
+    weights["model.norm.weight"][3] = float("nan")
+    save_file(weights, str(copy / "target" / "model.safetensors"))
+    load = lambda: Engine.from_pretrained(copy / "target")  # noqa: E731
+    assert_refused(CheckpointError, "model.norm.weight holds non-finite values", load)
