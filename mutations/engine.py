@@ -47,6 +47,7 @@ register(
         file="runner/engine.py",
         anchor="self.rows.pending[row] = taps[row, :produced]",
         replacement="self.rows.pending[row] = taps[row, 1 : produced + 1]",
+        expect_killed_by=("tests/gates/test_gate_numerics.py::test_pending_context_is_the_committed_tokens_features",),
     ),
     Mutation(
         name="stop-token-dropped",

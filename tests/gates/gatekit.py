@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import runner.engine
 from runner import Engine, EngineConfig, SamplingParams
 
 FIXTURES = Path(__file__).resolve().parents[2] / "runner" / "fixtures"
@@ -64,6 +65,30 @@ def row_owners(engine: Engine, num_rows: int) -> list[int]:
     call's rows are the last `num_rows` occupied rows (prefill adds rows at the end; decode runs them all)."""
     active = [r.request_id for r in engine.rows.requests[: engine.rows.num_rows] if r is not None]
     return active[len(active) - num_rows :]
+
+
+def rejection_calls(engine, prompts: list[list[int]], params: list[SamplingParams], monkeypatch):
+    """Runs the batch and records every call of the acceptance rule: the request (found by its generator), its
+    tokens up to the anchor at that moment, and the drafted ids, p and q the rule was handed."""
+    calls = []
+    accept = runner.engine.rejection_accept
+    owners: dict[int, int] = {}
+
+    def spy(drafted, target_probs, draft_probs, draft_indices, generator):
+        request = engine._requests[owners[id(generator)]]
+        prefix = list(request.token_ids[: request.num_committed + 1])
+        calls.append(
+            (request.request_id, prefix, [int(t) for t in drafted], target_probs.clone(), draft_probs, draft_indices)
+        )
+        return accept(drafted, target_probs, draft_probs, draft_indices, generator)
+
+    monkeypatch.setattr(runner.engine, "rejection_accept", spy)
+    for prompt, p in zip(prompts, params, strict=True):
+        rid = engine.add_request(prompt, p)
+        owners[id(engine._requests[rid].generator)] = rid
+    while engine.has_unfinished():
+        engine.step()
+    return calls
 
 
 def assert_refused(kind: type[Exception], match: str, call: Callable[[], object]) -> None:
