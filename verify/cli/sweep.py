@@ -1,0 +1,143 @@
+"""`dflash sweep [PATHS...]` and `dflash sweep promote MUTANT NAME`: parse, call the sweep, render.
+
+Exit codes: 0 the score reached --fail-under; 1 it did not (or the sweep was interrupted); 2 bad input;
+3 mutmut could not run the gates (a red clean run, an unseen forced failure).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from verify.run.settings import ConfigError, load_config, load_mutations
+from verify.sweep import equivalents
+from verify.sweep import promote as sweep_promote
+from verify.sweep import render as sweep_render
+from verify.sweep import report as sweep_report
+from verify.sweep.driver import DEFAULT_JOBS, SweepConfig, SweepInputError, parse_budget, run_sweep
+from verify.sweep.result import SweepOutcome
+
+EXIT_FAIL, EXIT_INPUT, EXIT_HARNESS = 1, 2, 3
+
+
+class _SweepGroup(TyperGroup):
+    """`sweep` takes PATHS itself and has subcommands: a known subcommand name is never taken as a path, and
+    options may follow the paths (`dflash sweep runner/draft.py --jobs 2`)."""
+
+    allow_interspersed_args = True
+
+    # `ctx` is typer's vendored click Context; Any keeps this override independent of where click lives.
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] in self.commands:
+            super().parse_args(ctx, [])  # the group's own options keep their defaults
+            ctx._protected_args, ctx.args = args[:1], args[1:]
+            return list(ctx.args)
+        return super().parse_args(ctx, args)
+
+
+sweep_app = typer.Typer(cls=_SweepGroup, add_completion=False)
+
+Root = Annotated[Path, typer.Option(help="The project root (holds pyproject.toml).")]
+State = Annotated[Path | None, typer.Option(help="Where the sweep is saved for promote (default: in the user cache).")]
+
+
+def _fail(message: str, code: int = EXIT_INPUT) -> typer.Exit:
+    sweep_render.render_error(message)
+    return typer.Exit(code)
+
+
+def _read_json(path: Path, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, json.JSONDecodeError) as error:
+        raise _fail(f"cannot read {what} {path}: {error}") from None
+    if not isinstance(data, dict):
+        raise _fail(f"{what} {path} is not a JSON object")
+    return data
+
+
+@sweep_app.callback(invoke_without_command=True)
+def sweep(
+    ctx: typer.Context,
+    paths: Annotated[
+        list[str] | None, typer.Argument(help="Runner modules or folders (default: the project's source_roots).")
+    ] = None,
+    root: Root = Path("."),
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Mutants tested in parallel.")] = DEFAULT_JOBS,
+    budget: Annotated[str | None, typer.Option(help="Stop cleanly after this long, e.g. 10m or 1h30m.")] = None,
+    changed_since: Annotated[str | None, typer.Option(help="Only modules changed since this git revision.")] = None,
+    fail_under: Annotated[float, typer.Option(help="Exit 1 when the score (killed/scored) is below this.")] = 1.0,
+    equivalents_file: Annotated[
+        Path, typer.Option("--equivalents", help="Marked equivalent mutants, relative to the root.")
+    ] = equivalents.DEFAULT_PATH,
+    verify_report: Annotated[
+        Path | None, typer.Option(help="A `dflash verify --json` report whose catalog verdicts go beside the sweep's.")
+    ] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the JSON report here.")] = None,
+    junit: Annotated[Path | None, typer.Option(help="Write a JUnit XML report here.")] = None,
+    html: Annotated[Path | None, typer.Option(help="Write an HTML report here.")] = None,
+    state: State = None,
+    workdir: Annotated[Path | None, typer.Option(help="Make (and keep) the private copy here.")] = None,
+) -> None:
+    """Run mutmut's operator mutants of the runner against the CPU gates, in a private copy, and report the
+    survivors by module and function beside the registered mutations."""
+    if ctx.invoked_subcommand is not None:
+        return
+    try:
+        project = load_config(root)
+        config = SweepConfig(
+            root=project.root,
+            paths=tuple(paths or project.source_roots),
+            jobs=jobs,
+            budget_s=parse_budget(budget) if budget is not None else None,
+            changed_since=changed_since,
+            equivalents=equivalents_file,
+            workdir=workdir.resolve() if workdir else None,
+        )
+        catalog = load_mutations(project)
+        verify_data = _read_json(verify_report, "verify report") if verify_report else None
+        with sweep_render.progress_display() as on_progress:
+            result = run_sweep(config, on_progress)
+    except (ConfigError, SweepInputError, equivalents.EquivalentsError) as error:
+        raise _fail(str(error)) from None
+    sweep_report.write_json(state or sweep_report.default_state_path(project.root), result, catalog)
+    if json_path:
+        sweep_report.write_json(json_path, result, catalog, verify_data)
+    if junit:
+        sweep_report.write_junit(junit, result)
+    if html:
+        sweep_report.write_html(html, result, catalog)
+    sweep_render.render_result(result, sweep_report.summarise(result, catalog))
+    if result.outcome == SweepOutcome.FAILED:
+        raise typer.Exit(EXIT_HARNESS)
+    if result.outcome == SweepOutcome.INTERRUPTED or result.score < fail_under:
+        raise typer.Exit(EXIT_FAIL)
+
+
+@sweep_app.command()
+def promote(
+    mutant: Annotated[str, typer.Argument(help="The survivor's mutmut key, as the sweep report shows it.")],
+    name: Annotated[str, typer.Argument(help="The new mutation's kebab-case name.")],
+    root: Root = Path("."),
+    state: State = None,
+    into: Annotated[Path | None, typer.Option(help="The catalog module to append to.")] = None,
+) -> None:
+    """Turn a sweep survivor into a registered mutation in the catalog (fill in its bug_class line)."""
+    try:
+        project = load_config(root)
+        saved = state or sweep_report.default_state_path(project.root)
+        if not saved.is_file():
+            raise _fail(f"no saved sweep at {saved}: run `dflash sweep` first")
+        result = sweep_report.result_from_json(_read_json(saved, "saved sweep"))
+        survivor = sweep_promote.find_survivor(result, mutant)
+        target = into or sweep_promote.catalog_file(project.root, project.mutation_modules[0], survivor)
+        mutation = sweep_promote.promote(project.root, survivor, name, load_mutations(project), target)
+    except (ConfigError, ValueError) as error:
+        raise _fail(str(error)) from None
+    sweep_render.render_note(
+        f"registered {mutation.name!r} in {target}: fill in its bug_class; `dflash verify` pins it once a gate kills it"
+    )

@@ -1,0 +1,149 @@
+"""Applying a mutation: matching its anchor, the mutated text, its diff, and serving it to imports.
+
+The working tree is never written. `apply_mutation` only reads; `MutantFinder` is installed in a
+forked child and hands the importer the mutated text under the private copy's filename, so every
+other child and the parent keep seeing the original files. This module knows nothing of pytest,
+forking or verdicts.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from verify.mutation import Mutation
+from verify.report.files import Detail
+
+__all__ = ["Applied", "MutantFinder", "Stale", "apply_mutation", "count_matches", "details_for", "unified_diff"]
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    name: str
+    file: str  # relative to the project root
+    original: str
+    mutated: str
+    first_line: int  # 1-based lines of the anchor in the original file
+    last_line: int
+
+    @property
+    def diff(self) -> str:
+        return unified_diff(self.file, self.original, self.mutated)
+
+
+@dataclass(frozen=True, slots=True)
+class Stale:
+    name: str
+    reason: str
+
+
+def count_matches(text: str, anchor: str) -> int:
+    """Occurrences of anchor in text, overlapping ones included: 'aa' matches 'aaa' twice."""
+    count, start = 0, text.find(anchor)
+    while start != -1:
+        count += 1
+        start = text.find(anchor, start + 1)
+    return count
+
+
+def apply_mutation(mutation: Mutation, root: Path) -> Applied | Stale:
+    """The mutated source of `mutation.file` under `root`, or why the mutation no longer applies."""
+    path = Path(root) / mutation.file
+    if not path.is_file():
+        return Stale(mutation.name, f"file not found: {mutation.file}")
+    original = path.read_text()
+    matches = count_matches(original, mutation.anchor)
+    if matches == 0:
+        return Stale(mutation.name, "anchor not found")
+    if matches > 1:
+        return Stale(mutation.name, f"anchor matches {matches} times")
+    start = original.index(mutation.anchor)
+    mutated = original[:start] + mutation.replacement + original[start + len(mutation.anchor) :]
+    try:
+        compile(mutated, str(path), "exec", dont_inherit=True)
+    except SyntaxError as error:
+        return Stale(mutation.name, f"mutant does not compile: line {error.lineno}: {error.msg}")
+    first_line = original.count("\n", 0, start) + 1
+    last_line = first_line + mutation.anchor.rstrip("\n").count("\n")
+    return Applied(mutation.name, mutation.file, original, mutated, first_line, last_line)
+
+
+def unified_diff(file: str, original: str, mutated: str) -> str:
+    lines = difflib.unified_diff(
+        original.splitlines(keepends=True), mutated.splitlines(keepends=True), f"a/{file}", f"b/{file}"
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+class _MutantLoader(importlib.abc.Loader):
+    """Compiles the mutated text directly, so no stale bytecode of the original can be picked up."""
+
+    def __init__(self, origin: str, source: str, finder: MutantFinder) -> None:
+        self.origin, self.source, self.finder = origin, source, finder
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return None
+
+    def exec_module(self, module: ModuleType) -> None:
+        code = compile(self.source, self.origin, "exec", dont_inherit=True)
+        self.finder.loaded.add(self.origin)
+        exec(code, module.__dict__)
+
+    def get_source(self, fullname: str) -> str:
+        return self.source  # tracebacks and inspect show the mutant, not the file on disk
+
+
+class MutantFinder(importlib.abc.MetaPathFinder):
+    """Resolves the project's packages inside the private copy only, serving mutated files' text.
+
+    It claims every import under `package_names`, so an editable install's finder can never hand
+    a child the user's working tree instead of the private copy.
+    """
+
+    def __init__(self, roots: Sequence[Path], package_names: Sequence[str], overrides: dict[str, str]) -> None:
+        self.roots = [str(root) for root in roots]  # the private copy's import paths (flat, src/, several)
+        self.package_names = frozenset(package_names)
+        self.overrides = {str(Path(path).resolve()): text for path, text in overrides.items()}
+        self.loaded: set[str] = set()
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname.partition(".")[0] not in self.package_names:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, list(path) if path else self.roots)
+        if spec is None:
+            raise ModuleNotFoundError(f"No module named {fullname!r} in {', '.join(self.roots)}", name=fullname)
+        origin = str(Path(spec.origin).resolve()) if spec.origin else ""
+        if origin not in self.overrides:
+            return spec
+        loader = _MutantLoader(origin, self.overrides[origin], self)
+        return importlib.util.spec_from_file_location(
+            fullname, origin, loader=loader, submodule_search_locations=spec.submodule_search_locations
+        )
+
+
+def details_for(mutations: Mapping[str, Mutation], root: Path) -> dict[str, Detail]:
+    """Per mutation, what a report shows beyond its verdict: bug class, file, diff and the anchor's span."""
+    details = {}
+    for name, mutation in mutations.items():
+        applied = apply_mutation(mutation, root)
+        if not isinstance(applied, Applied):
+            details[name] = Detail(mutation.bug_class, mutation.file, replacement=mutation.replacement)
+            continue
+        start = applied.original.index(mutation.anchor)
+        end = start + len(mutation.anchor)
+        first_column = start - applied.original.rfind("\n", 0, start)
+        last_column = end - applied.original.rfind("\n", 0, end)
+        last_line = applied.original.count("\n", 0, end) + 1
+        details[name] = Detail(
+            mutation.bug_class, mutation.file, applied.diff, mutation.replacement,
+            applied.first_line, first_column, last_line, last_column,
+        )  # fmt: skip
+    return details

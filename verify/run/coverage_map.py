@@ -1,0 +1,97 @@
+"""Which gates reach which source lines, measured by coverage.py during the baseline.
+
+The baseline child starts coverage.py with dynamic contexts: the recorder switches the context to
+the gate's node id for each test and to `fixture:<name>` while a fixture is set up. A line seen only
+at import time (the empty context) is credited to every gate, since every gate imports it. A
+mutation then runs only the gates that reach the statements its anchor touches. This module knows
+nothing of forking or pytest.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import coverage
+
+from verify.run.apply import Applied
+
+__all__ = ["CoverageMap", "anchor_lines", "collect", "start"]
+
+_FIXTURE = "fixture:"
+
+
+def start(root: Path, source_roots: Iterable[str]) -> coverage.Coverage:
+    """A started coverage.py over the private copy's source roots; nothing is written to disk."""
+    include = [
+        str(Path(root) / rel / "*") if (Path(root) / rel).is_dir() else str(Path(root) / rel) for rel in source_roots
+    ]
+    cov = coverage.Coverage(data_file=None, include=include, branch=False, config_file=False)
+    cov.start()
+    return cov
+
+
+def collect(cov: coverage.Coverage, root: Path) -> dict[str, dict[str, list[str]]]:
+    """Stop coverage and return {file relative to root: {line: [contexts]}} as plain JSON data."""
+    cov.stop()
+    data = cov.get_data()
+    root = Path(root).resolve()
+    lines: dict[str, dict[str, list[str]]] = {}
+    for measured in data.measured_files():
+        path = Path(measured).resolve()
+        if path.is_relative_to(root):
+            by_line = data.contexts_by_lineno(measured)
+            lines[path.relative_to(root).as_posix()] = {str(n): sorted(c) for n, c in by_line.items()}
+    return lines
+
+
+@dataclass(frozen=True, slots=True)
+class CoverageMap:
+    lines: dict[str, dict[str, list[str]]]  # file -> line -> contexts (the JSON form of `collect`)
+    fixtures: dict[str, list[str]]  # gate id -> fixture names it depends on
+    gate_ids: tuple[str, ...]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], gate_ids: tuple[str, ...]) -> CoverageMap:
+        return cls(data.get("lines", {}), data.get("fixtures", {}), gate_ids)
+
+    def gates_reaching(self, file: str, line_numbers: Iterable[int]) -> tuple[str, ...]:
+        """Gates, in baseline order, that executed any of these lines of `file`."""
+        by_line = self.lines.get(file, {})
+        contexts = {ctx for n in line_numbers for ctx in by_line.get(str(n), ())}
+        if "" in contexts:
+            return self.gate_ids
+        fixtures = {ctx.removeprefix(_FIXTURE) for ctx in contexts if ctx.startswith(_FIXTURE)}
+        return tuple(
+            gate_id
+            for gate_id in self.gate_ids
+            if gate_id in contexts or fixtures.intersection(self.fixtures.get(gate_id, ()))
+        )
+
+
+def anchor_lines(applied: Applied) -> set[int]:
+    """The lines coverage.py records for the statements the anchor touches.
+
+    coverage.py records a statement at its first line, so an anchor in the middle of a multi-line
+    statement is mapped to that statement's first line. A compound statement (def, if, for) counts
+    only when the anchor lies in its header, not merely somewhere in its body.
+    """
+    first, last = applied.first_line, applied.last_line
+    lines = set(range(first, last + 1))
+    try:
+        tree = ast.parse(applied.original)
+    except SyntaxError:
+        return lines
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt) or node.end_lineno is None:
+            continue
+        if node.end_lineno < first or node.lineno > last:
+            continue
+        children = [c for f in ("body", "orelse", "finalbody", "handlers") for c in getattr(node, f, [])]
+        header_end = min((c.lineno for c in children), default=node.end_lineno + 1) - 1
+        if not children or first <= header_end:
+            lines.add(node.lineno)
+    return lines

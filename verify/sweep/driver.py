@@ -1,0 +1,210 @@
+"""The sweep: mutmut's operator mutants of runner modules, run against the CPU gates in a private copy.
+
+Owns the copy of the project, the `[tool.mutmut]` settings written into it, the `mutmut run` subprocess
+(progress, the time budget, a clean stop) and reading its per-file `.meta` verdicts back. Knows nothing of
+the registered catalog, reports or rendering; it never writes into the project it sweeps.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from verify.run import cache
+from verify.run.private_copy import copy_files, visible_files
+from verify.sweep import equivalents
+from verify.sweep import mutmut_run as sweep_mutmut
+from verify.sweep import source as sweep_source
+from verify.sweep.result import SweepOutcome, SweepProgress, SweepResult
+
+DEFAULT_PATHS = ("runner",)
+DEFAULT_JOBS = os.cpu_count() or 1
+# After SIGINT mutmut stops its workers and saves what it has; past this it is killed.
+STOP_GRACE_S = 60.0
+
+ProgressCallback = Callable[[SweepProgress], None]
+
+
+class SweepInputError(ValueError):
+    """A path, revision, budget or option the sweep cannot use (the CLI exits 2)."""
+
+
+def parse_budget(text: str) -> float:
+    """'90s', '10m', '1h30m' or a bare number of seconds, to seconds."""
+    match = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*", text)
+    if not text.strip() or match is None or not any(match.groups()):
+        raise SweepInputError(f"bad budget {text!r}: use e.g. 90s, 10m or 1h30m")
+    hours, minutes, seconds = (float(group or 0) for group in match.groups())
+    total = hours * 3600 + minutes * 60 + seconds
+    if total <= 0:
+        raise SweepInputError(f"bad budget {text!r}: it must be more than zero")
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class SweepConfig:
+    root: Path
+    paths: tuple[str, ...] = DEFAULT_PATHS
+    jobs: int = DEFAULT_JOBS
+    budget_s: float | None = None
+    changed_since: str | None = None
+    equivalents: Path = equivalents.DEFAULT_PATH  # relative to root
+    workdir: Path | None = None  # where to make (and keep) the private copy; a temp dir otherwise
+    environ: tuple[tuple[str, str], ...] = field(default=())  # extra environment for mutmut
+
+    def __post_init__(self) -> None:
+        if self.jobs < 1:
+            raise SweepInputError(f"--jobs must be at least 1, got {self.jobs}")
+        if self.budget_s is not None and self.budget_s <= 0:
+            raise SweepInputError(f"the budget must be more than zero seconds, got {self.budget_s}")
+        if not self.paths:
+            raise SweepInputError("nothing to sweep: give at least one runner path")
+
+
+def resolve_modules(root: Path, paths: tuple[str, ...], changed_since: str | None = None) -> tuple[str, ...]:
+    """The Python modules under `paths`, as posix paths relative to `root`, optionally only those that
+    differ from revision `changed_since` (committed, uncommitted or untracked)."""
+    root = root.resolve()
+    modules: set[str] = set()
+    for path in paths:
+        target = (root / path).resolve()
+        if not target.exists() or not target.is_relative_to(root) or target == root:
+            raise SweepInputError(f"unknown path {path!r}: not a file or folder inside {root}")
+        if target.is_file() and target.suffix != ".py":
+            raise SweepInputError(f"{path!r} is not a Python module")
+        found = [target] if target.is_file() else sorted(target.rglob("*.py"))
+        modules.update(p.relative_to(root).as_posix() for p in found if "__pycache__" not in p.parts)
+    if changed_since is not None:
+        modules &= _changed_files(root, changed_since)
+    return tuple(sorted(modules))
+
+
+def _changed_files(root: Path, rev: str) -> set[str]:
+    if rev.startswith("-"):
+        raise SweepInputError(f"unknown revision {rev!r}")
+    known = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd=root, capture_output=True, check=False
+    )
+    if known.returncode != 0:
+        raise SweepInputError(f"--changed-since: unknown revision {rev!r}, or {root} is not a git repository")
+    try:
+        return cache.changed_files(root, rev)
+    except cache.ChangedSinceError as error:
+        raise SweepInputError(f"--changed-since: {error}") from None
+
+
+def copy_project(root: Path, dest: Path) -> None:
+    """Copy what git sees (tracked and untracked-not-ignored); without git, everything but caches."""
+    copy_files(root, visible_files(root), dest)
+
+
+_PHASES = (
+    "Generating mutants",
+    "Running stats",
+    "Listing all tests",
+    "Running clean tests",
+    "Running forced fail",
+)
+_COUNTS = re.compile(r"(\d+)/(\d+)\s+🎉 (\d+) 🫥 (\d+)\s+⏰ \d+\s+🤔 \d+\s+🙁 (\d+)")
+
+
+def _progress(fragment: str) -> SweepProgress | None:
+    if match := _COUNTS.search(fragment):
+        done, total, killed, no_tests, survived = (int(g) for g in match.groups())
+        return SweepProgress("mutants", done, total, killed, survived, no_tests)
+    return next((SweepProgress(phase) for phase in _PHASES if phase in fragment), None)
+
+
+def _run_mutmut(copy: Path, config: SweepConfig, on_progress: ProgressCallback) -> tuple[SweepOutcome, str]:
+    env = dict(os.environ, **sweep_mutmut.ENVIRONMENT, **dict(config.environ))
+    process = subprocess.Popen(
+        [*sweep_mutmut.command(), "run", "--max-children", str(config.jobs)],
+        cwd=copy,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # our Ctrl-C is forwarded once, as a clean stop, not to every worker
+    )
+    assert process.stdout is not None
+    deadline = time.monotonic() + config.budget_s if config.budget_s else None
+    stopped: SweepOutcome | None = None
+    stop_at = 0.0
+    output, pending = [], ""
+    last_progress: SweepProgress | None = None
+    while True:
+        try:
+            chunk = sweep_mutmut.read_available(process.stdout, timeout_s=0.2)
+        except KeyboardInterrupt:
+            chunk, stopped, stop_at = b"", SweepOutcome.INTERRUPTED, time.monotonic()
+            os.kill(process.pid, signal.SIGINT)
+        pending += chunk.decode("utf-8", errors="replace")
+        *fragments, pending = re.split(r"[\r\n]", pending)
+        for fragment in fragments:
+            output.append(fragment)
+            progress = _progress(fragment)
+            if progress is not None and progress != last_progress:
+                on_progress(progress)
+                last_progress = progress
+        if not chunk and process.poll() is not None:
+            break
+        now = time.monotonic()
+        if stopped is None and deadline is not None and now >= deadline:
+            stopped, stop_at = SweepOutcome.BUDGET, now
+            os.kill(process.pid, signal.SIGINT)
+        elif stopped is not None and now - stop_at > STOP_GRACE_S:
+            os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    try:  # a worker outliving mutmut (stuck in a mutant's infinite loop) must not keep burning CPU
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    lines = [line for line in output if line.strip() and not _progress(line)]
+    tail = "\n".join(lines[-25:])
+    if stopped is not None:
+        why = "the time budget ran out" if stopped == SweepOutcome.BUDGET else "interrupted"
+        return stopped, f"stopped early ({why}); the verdicts reached are kept, the rest are not_checked"
+    if process.returncode != 0:
+        return SweepOutcome.FAILED, f"mutmut run exited {process.returncode}:\n{tail}"
+    return SweepOutcome.COMPLETE, ""
+
+
+def run_sweep(config: SweepConfig, on_progress: ProgressCallback | None = None) -> SweepResult:
+    """Sweep the runner modules under `config.paths`; the project itself is only read."""
+    started = time.monotonic()
+    root = config.root.resolve()
+    modules = resolve_modules(root, config.paths, config.changed_since)
+    marks = equivalents.load(root / config.equivalents)
+    decorated = tuple(d for m in modules for d in sweep_source.decorated(m, (root / m).read_text("utf-8")))
+
+    def result(outcome: SweepOutcome, mutants: tuple = (), message: str = "") -> SweepResult:
+        return SweepResult(
+            root=str(root),
+            modules=modules,
+            mutants=equivalents.apply(mutants, marks),
+            decorated=decorated,
+            outcome=outcome,
+            wall_s=time.monotonic() - started,
+            num_jobs=config.jobs,
+            budget_s=config.budget_s,
+            message=message,
+        )
+
+    if not modules:
+        return result(SweepOutcome.EMPTY, message="no runner module to sweep")
+    copy = config.workdir or Path(tempfile.mkdtemp(prefix="dflash-sweep-"))
+    try:
+        copy_project(root, copy)
+        sweep_mutmut.write_settings(copy, modules)
+        outcome, message = _run_mutmut(copy, config, on_progress or (lambda progress: None))
+        return result(outcome, sweep_mutmut.read_mutants(copy, modules), message)
+    finally:
+        if config.workdir is None:
+            shutil.rmtree(copy, ignore_errors=True)

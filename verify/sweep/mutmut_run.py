@@ -1,0 +1,177 @@
+"""mutmut 3.8.1 as the sweep drives it: the command, the environment and `[tool.mutmut]` settings it runs
+with, and its on-disk results (`mutants/<module>.meta` exit codes, generated function copies) read back.
+
+The only module that knows mutmut's file formats and exit codes; knows nothing of budgets, reports or the
+registered catalog. Works on a private copy of the project, never on the project itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import sys
+import tomllib
+from dataclasses import asdict
+from pathlib import Path
+from typing import IO, Any
+
+import libcst as cst
+from mutmut.mutation import diff_apply
+
+from verify.sweep import source as sweep_source
+from verify.sweep.result import MutantStatus, SweepMutant
+
+ENVIRONMENT = {
+    # mutmut's timeout is an RLIMIT_CPU, which counts the CPU time of every thread, so a gate using N
+    # intra-op threads times out N times sooner than its wall time suggests: run gates single-threaded.
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    # Its children are forked and cannot initialise CUDA; the sweep runs CPU gates only.
+    "CUDA_VISIBLE_DEVICES": "",
+    "PYTHONUNBUFFERED": "1",
+    "PYTHONIOENCODING": "utf-8",
+}
+PLUGIN = "_dflash_sweep_threads"
+_PLUGIN_SOURCE = '''"""Written by `dflash sweep` into its private copy: one torch intra-op thread per gate."""
+import sys
+
+
+def pytest_runtest_setup(item):
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+'''
+
+# mutmut 3.8.1, stats.py `status_by_exit_code`; anything else it calls suspicious.
+_STATUS_BY_EXIT_CODE: dict[int | None, MutantStatus] = {
+    None: MutantStatus.NOT_CHECKED,
+    0: MutantStatus.SURVIVED,
+    1: MutantStatus.KILLED,
+    # pytest's own trouble is never a kill: 2 interrupted, 3 internal error, 4 usage error.
+    2: MutantStatus.ERROR,
+    3: MutantStatus.ERROR,
+    4: MutantStatus.ERROR,
+    5: MutantStatus.NO_TESTS,
+    33: MutantStatus.NO_TESTS,
+    34: MutantStatus.SKIPPED,
+    35: MutantStatus.SUSPICIOUS,
+    36: MutantStatus.TIMEOUT,
+    24: MutantStatus.TIMEOUT,  # SIGXCPU from the CPU-time limit
+    -24: MutantStatus.TIMEOUT,
+    152: MutantStatus.TIMEOUT,
+    255: MutantStatus.TIMEOUT,
+    37: MutantStatus.TYPE_CHECKED,
+    -11: MutantStatus.CRASHED,
+    -9: MutantStatus.CRASHED,
+}
+# Verdicts a report shows a diff for; killed mutants need none and skipping them keeps big sweeps fast.
+_DETAILED = {
+    MutantStatus.SURVIVED, MutantStatus.NO_TESTS, MutantStatus.SUSPICIOUS, MutantStatus.TIMEOUT, MutantStatus.ERROR,
+}  # fmt: skip
+
+
+def status_of(exit_code: int | None) -> MutantStatus:
+    return _STATUS_BY_EXIT_CODE.get(exit_code, MutantStatus.SUSPICIOUS)
+
+
+def function_of(key: str) -> str:
+    """'runner.cache.xǁPagedCacheǁwrite__mutmut_3' -> 'PagedCache.write'; 'runner.x_f__mutmut_1' -> 'f'."""
+    mangled = key.partition("__mutmut_")[0].rpartition(".")[2]
+    if "ǁ" in mangled:
+        _, class_name, name = mangled.split("ǁ")
+        return f"{class_name}.{name}"
+    return mangled.removeprefix("x_")
+
+
+def command() -> list[str]:
+    beside = Path(sys.executable).with_name("mutmut")
+    found = str(beside) if beside.exists() else shutil.which("mutmut")
+    if found is None:
+        raise FileNotFoundError("mutmut is not installed (pip install 'dflash-verify[dev]')")
+    return [found]
+
+
+def read_available(stream: IO[bytes], timeout_s: float) -> bytes:
+    readable, _, _ = select.select([stream], [], [], timeout_s)
+    return os.read(stream.fileno(), 65536) if readable else b""
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # JSON escapes are valid TOML basic-string escapes
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
+    raise ValueError(f"unsupported [tool.mutmut] value {value!r}")
+
+
+def _without_gpu(args: list[str]) -> list[str]:
+    """Add `not gpu` to the marker expression (pytest honours only the last -m)."""
+    if "-m" not in args:
+        return [*args, "-m", "not gpu"]
+    where = len(args) - 1 - args[::-1].index("-m")
+    return [*args[: where + 1], f"({args[where + 1]}) and not gpu", *args[where + 2 :]]
+
+
+def write_settings(copy: Path, modules: tuple[str, ...]) -> None:
+    """Rewrite the copy's `[tool.mutmut]`: the project's settings, narrowed to `modules`, CPU gates only."""
+    pyproject = copy / "pyproject.toml"
+    text = pyproject.read_text("utf-8") if pyproject.exists() else ""
+    settings = dict(tomllib.loads(text).get("tool", {}).get("mutmut", {}))
+    settings.pop("paths_to_mutate", None)  # deprecated spelling of source_paths
+    # Whole top-level packages are copied into mutants/ so they import; only `modules` get mutants.
+    settings["source_paths"] = sorted({module.split("/")[0] for module in modules})
+    settings["only_mutate"] = list(modules)
+    settings.setdefault("pytest_add_cli_args_test_selection", ["tests/gates"])
+    settings["pytest_add_cli_args"] = [
+        *_without_gpu(list(settings.get("pytest_add_cli_args", []))),
+        "-p",
+        PLUGIN,
+    ]
+    settings.setdefault("process_isolation", "forkserver")
+    others = [p.name for p in copy.iterdir() if not p.name.startswith(".") and p.name not in settings["source_paths"]]
+    settings["also_copy"] = sorted({*settings.get("also_copy", []), *others, f"{PLUGIN}.py"})
+    (copy / f"{PLUGIN}.py").write_text(_PLUGIN_SOURCE, "utf-8")
+
+    kept, skipping = [], False
+    for line in text.splitlines():
+        if line.lstrip().startswith("["):
+            skipping = line.strip().split("#")[0].strip() in ("[tool.mutmut]",)
+        if not skipping:
+            kept.append(line)
+    section = ["", "[tool.mutmut]", *(f"{key} = {_toml_value(value)}" for key, value in settings.items())]
+    pyproject.write_text("\n".join(kept + section) + "\n", "utf-8")
+
+
+def _function_sources(key: str, mutated_file: Path) -> tuple[str, str]:
+    # diff_apply joins "mutants/" with the path it is given; an absolute path makes that join a no-op.
+    pair = diff_apply.read_functions_from_index(key, mutated_file)
+    if pair is None:
+        module = diff_apply.read_mutants_module(mutated_file)
+        pair = diff_apply.read_original_function(module, key), diff_apply.read_mutant_function(module, key)
+    orig, mutant = (cst.Module([fn.with_changes(leading_lines=[])]).code for fn in pair)
+    return orig, mutant
+
+
+def read_mutants(copy: Path, modules: tuple[str, ...]) -> tuple[SweepMutant, ...]:
+    """Every mutant of `modules` in `copy/mutants`, with a diff and anchor for the ones a report shows."""
+    mutants = []
+    for module in modules:
+        meta = copy / "mutants" / f"{module}.meta"
+        if not meta.is_file():
+            continue
+        source = (copy / module).read_text("utf-8")
+        for key, exit_code in json.loads(meta.read_text("utf-8"))["exit_code_by_key"].items():
+            status, function = status_of(exit_code), function_of(key)
+            change = None
+            if status in _DETAILED:
+                orig, mutant = _function_sources(key, (copy / "mutants" / module).resolve())
+                change = sweep_source.change(module, source, function, orig, mutant)
+            details: dict[str, Any] = asdict(change) if change is not None else {}
+            mutants.append(SweepMutant(key, module, function, status, exit_code, **details))
+    return tuple(mutants)

@@ -1,0 +1,114 @@
+"""The sweep on the terminal: a live progress display on stderr and the grouped report on stdout.
+
+The only sweep module that imports rich; it renders records it is given and computes nothing itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.syntax import Syntax
+from rich.table import Table
+
+from verify.sweep.report import ModuleSummary
+from verify.sweep.result import MutantStatus, SweepOutcome, SweepProgress, SweepResult
+
+
+@contextmanager
+def progress_display(console: Console | None = None) -> Iterator[Callable[[SweepProgress], None]]:
+    """Yield the callback a sweep reports progress to; the bar lives on stderr while the sweep runs."""
+    console = console or Console(stderr=True)
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("copying the project", total=None)
+
+        def update(tick: SweepProgress) -> None:
+            if tick.phase != "mutants":
+                bar.update(task, description=tick.phase.lower())
+                return
+            counts = f"[green]{tick.killed} killed[/] [red]{tick.survived} survived[/] {tick.no_tests} no tests"
+            bar.update(task, description=f"mutants: {counts}", total=tick.total, completed=tick.done)
+
+        yield update
+
+
+def _summary(result: SweepResult) -> str:
+    parts = [f"{result.count(status)} {status}" for status in MutantStatus if result.count(status)]
+    return (
+        f"[bold]dflash sweep[/] {result.outcome}: {', '.join(parts) or 'no mutants'}; "
+        f"score {result.score:.3f} over {result.num_scored} mutants in {result.wall_s:.1f}s "
+        f"({result.mutants_per_s:.2f} mutants/s, {result.num_jobs} jobs)"
+    )
+
+
+def render_result(result: SweepResult, modules: tuple[ModuleSummary, ...], console: Console | None = None) -> None:
+    console = console or Console()
+    table = Table(title="Operator mutants by runner module", title_justify="left")
+    table.add_column("module", no_wrap=True)
+    for column in ("survived", "no tests", "killed", "equivalent", "uncovered", "error", "unchecked", "decorated"):
+        table.add_column(column, justify="right")
+    for module in modules:
+        table.add_row(
+            escape(module.module),
+            *(
+                str(module.count(s))
+                for s in (
+                    MutantStatus.SURVIVED,
+                    MutantStatus.NO_TESTS,
+                    MutantStatus.KILLED,
+                    MutantStatus.IGNORED,
+                    MutantStatus.UNCOVERED,
+                    MutantStatus.ERROR,
+                    MutantStatus.NOT_CHECKED,
+                )
+            ),
+            str(len(module.decorated)),
+        )
+    console.print(table)
+    for module in modules:
+        gaps = [f for f in module.functions if f.count(MutantStatus.SURVIVED)]
+        no_tests = [f for f in module.functions if f.count(MutantStatus.NO_TESTS)]
+        if not gaps and not no_tests:
+            continue
+        console.rule(f"[bold]{escape(module.module)}")
+        for function in gaps:
+            style = "bold red" if not function.registered else "red"
+            console.print(f"[{style}]{escape(function.headline)}[/]")
+            for mutant in function.mutants:
+                if mutant.status == MutantStatus.SURVIVED:
+                    console.print(f"  [dim]{escape(mutant.key)}[/] line {mutant.line}")
+                    console.print(Syntax(mutant.diff.rstrip("\n") or "(no diff)", "diff", theme="ansi_dark"))
+        for function in no_tests:
+            count = function.count(MutantStatus.NO_TESTS)
+            console.print(f"[yellow]{escape(function.function)}: {count} mutants no gate reaches (no tests)[/]")
+        if module.decorated:
+            names = ", ".join(f"{d.function} (@{d.decorators[0]})" for d in module.decorated)
+            console.print(f"[dim]decorated, never mutated by mutmut: {escape(names)}[/]")
+    num_decorated = len(result.decorated)
+    if num_decorated:
+        console.print(
+            f"[yellow]{num_decorated} decorated function{'s' if num_decorated > 1 else ''} got no operator mutants "
+            "(mutmut 3 skips decorated functions, e.g. @torch.inference_mode())[/]"
+        )
+    if result.message and result.outcome != SweepOutcome.COMPLETE:
+        console.print(result.message, style="yellow", markup=False, highlight=False)
+    console.print(_summary(result))
+
+
+def render_error(message: str, console: Console | None = None) -> None:
+    (console or Console(stderr=True)).print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+
+
+def render_note(message: str, console: Console | None = None) -> None:
+    (console or Console(stderr=True)).print(message, markup=False, highlight=False)
