@@ -20,7 +20,7 @@ register(
         bug_class="The paged K/V write of the context before the draft's read is skipped, so the draft attends over "
         "unwritten slots (a missing cache write before a paged-attention read).",
         file="runner/draft.py",
-        anchor="store.write(idx, k_ctx[inputs.ctx_valid], v_ctx[inputs.ctx_valid], ctx_slots)",
+        anchor="store.write(idx, k_ctx.flatten(0, 1), v_ctx.flatten(0, 1), ctx_slots)",
         replacement="pass  # context K/V never written",
         expect_killed_by=(NUMERICS, "tests/gates/test_gate_paths.py::test_dense_path_drafts_like_paged"),
     ),
@@ -74,10 +74,11 @@ register(
         bug_class="The block is made causal through SDPA's is_causal flag, which aligns the mask top-left when "
         "q_len < kv_len: block slot i sees only the first i + 1 keys of the context.",
         file="runner/draft.py",
-        anchor="                inputs.block_positions,\n                key_positions,\n                key_valid,\n"
-        "                is_causal=layer.is_causal,",
-        replacement="                inputs.block_positions - inputs.block_positions[:, :1],\n"
-        "                key_positions,\n                key_valid,\n                is_causal=True,",
+        anchor="                        inputs.block_positions,\n                        key_positions,\n"
+        "                        key_valid,\n                        is_causal=layer.is_causal,",
+        replacement="                        inputs.block_positions - inputs.block_positions[:, :1],\n"
+        "                        key_positions,\n                        key_valid,\n"
+        "                        is_causal=True,",
         expect_killed_by=(NUMERICS, "tests/gates/test_gate_paths.py::test_sdpa_style_causal_mask_changes_the_drafts"),
     ),
 )

@@ -11,8 +11,8 @@ register(
         bug_class="rotate_half with the sign on the wrong half: RoPE rotates backwards (a classic port slip "
         "between interleaved and half-split conventions).",
         file="runner/layers.py",
-        anchor="return torch.cat((-x[..., half:], x[..., :half]), dim=-1)",
-        replacement="return torch.cat((x[..., half:], -x[..., :half]), dim=-1)",
+        anchor="sin = torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)",
+        replacement="sin = torch.cat((sin[..., :half], -sin[..., half:]), dim=-1)",
         expect_killed_by=(TARGET,),
     ),
     Mutation(

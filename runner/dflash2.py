@@ -82,7 +82,9 @@ class CandidateSelector(nn.Module):
         Returns the path [R, N], the candidates [R, N, k] and q [R, N, k]: the per-step distribution over the
         candidates that a sampled row drew from (zeros for greedy rows), which rejection sampling must use.
         """
-        unary, candidates = torch.topk(logits, self.top_k, dim=-1, sorted=False)
+        # Sorted: the candidates' order decides argmax ties and which candidate a sampled row's draw lands on, so
+        # it must not depend on the device (unsorted top-k is ordered on CPU only by accident).
+        unary, candidates = torch.topk(logits, self.top_k, dim=-1, sorted=True)
         projected = self.hidden_projection(hidden)
         predecessor = anchor_ids
         path, q_rows = [], []

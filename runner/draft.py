@@ -15,8 +15,9 @@ from torch import nn
 
 from runner.config import DraftConfig
 from runner.dflash2 import CandidateSelector, GroupedDynamicCausalConv
+from runner.errors import RunnerError
 from runner.kv_cache import PagedKVCache
-from runner.layers import RMSNorm, Rotary, SwiGLU, apply_rotary, attend, attention_mask
+from runner.layers import RMSNorm, Rotary, SwiGLU, additive_mask, attend, attention_mask
 from runner.target import QKNormAttention
 
 # The reference saves the two codebooks without the `.weight` suffix of an nn.Embedding.
@@ -38,6 +39,7 @@ class DraftInputs:
     block_valid: torch.Tensor  # [R, B] bool
     block_table: torch.Tensor | None = None  # [R, max_pages]; None selects the dense (unpaged) path
     read_lens: torch.Tensor | None = None  # [R] keys the block reads: store length after the context + B
+    max_read_len: int | None = None  # max(read_lens) known on the host (else read from the device: a sync)
 
 
 class DraftLayer(nn.Module):
@@ -91,18 +93,23 @@ class DFlashDraft(nn.Module):
         h = embed(inputs.block_ids) * cfg.input_embedding_scale
         cos_b, sin_b = self.rotary(inputs.block_positions, h.dtype)
         cos_c, sin_c = self.rotary(inputs.ctx_positions, h.dtype)
-        paged = store is not None and inputs.block_table is not None and inputs.read_lens is not None
+        paged = store is not None
+        if paged and (inputs.block_table is None or inputs.read_lens is None):
+            # Never fall back to the dense path silently: it is taken only when asked for (store None).
+            raise RunnerError("a paged draft call needs block_table and read_lens")
         if paged:
-            num_rows, max_len = h.shape[0], int(inputs.read_lens.max())
+            num_rows = h.shape[0]
+            max_len = int(inputs.read_lens.max()) if inputs.max_read_len is None else inputs.max_read_len
             key_positions = torch.arange(max_len, device=h.device).expand(num_rows, max_len)
             key_valid = key_positions < inputs.read_lens[:, None]
             read_slots = store.slots(inputs.block_table, key_positions)
-            ctx_slots = store.slots(inputs.block_table, inputs.ctx_positions)[inputs.ctx_valid]
-            block_slots = store.slots(inputs.block_table, inputs.block_positions)[inputs.block_valid]
+            ctx_slots = store.write_slots(inputs.block_table, inputs.ctx_positions, inputs.ctx_valid)
+            block_slots = store.write_slots(inputs.block_table, inputs.block_positions, inputs.block_valid)
         else:
             # Dense path: every context token is passed in and its K/V recomputed; no store is read or written.
             key_positions = torch.cat([inputs.ctx_positions, inputs.block_positions], dim=1)
             key_valid = torch.cat([inputs.ctx_valid, inputs.block_valid], dim=1)
+        masks: dict[tuple[bool, int | None], torch.Tensor] = {}  # one additive mask per kind of layer
         for idx, layer in enumerate(self.layers):
             attn = layer.self_attn
             residual = h
@@ -110,25 +117,27 @@ class DFlashDraft(nn.Module):
             kernel = None
             if layer.attention_conv is not None:
                 x, kernel = layer.attention_conv.prepare(x)
-            q = apply_rotary(attn.project_q(x), cos_b, sin_b)
-            k_block, v_block = attn.project_kv(x)
-            k_block = apply_rotary(k_block, cos_b, sin_b)
-            k_ctx, v_ctx = attn.project_kv(ctx)
-            k_ctx = apply_rotary(k_ctx, cos_c, sin_c)
+            q, k_block, v_block = attn.project_qkv(x, cos_b, sin_b)
+            k_ctx, v_ctx = attn.project_kv(ctx, cos_c, sin_c)
             if paged:
-                store.write(idx, k_ctx[inputs.ctx_valid], v_ctx[inputs.ctx_valid], ctx_slots)
-                store.write(idx, k_block[inputs.block_valid], v_block[inputs.block_valid], block_slots)
+                store.write(idx, k_ctx.flatten(0, 1), v_ctx.flatten(0, 1), ctx_slots)
+                store.write(idx, k_block.flatten(0, 1), v_block.flatten(0, 1), block_slots)
                 keys, values = store.read(idx, read_slots)
             else:
                 keys, values = torch.cat([k_ctx, k_block], dim=1), torch.cat([v_ctx, v_block], dim=1)
-            mask = attention_mask(
-                inputs.block_positions,
-                key_positions,
-                key_valid,
-                is_causal=layer.is_causal,
-                sliding_window=layer.sliding_window,
-            )
-            out = attn.output(attend(q, keys, values, mask, attn.scale))
+            kind = (layer.is_causal, layer.sliding_window)
+            if kind not in masks:
+                masks[kind] = additive_mask(
+                    attention_mask(
+                        inputs.block_positions,
+                        key_positions,
+                        key_valid,
+                        is_causal=layer.is_causal,
+                        sliding_window=layer.sliding_window,
+                    ),
+                    h.dtype,
+                )
+            out = attn.output(attend(q, keys, values, masks[kind], attn.scale))
             if kernel is not None:
                 out = layer.attention_conv.finish(out, kernel)
             h = residual + out

@@ -220,7 +220,8 @@ class Engine:
         ids = torch.tensor([r.prompt_ids + [0] * (width - r.num_prompt) for r in requests], device=self.device)
         lens = torch.tensor(lens_host, device=self.device)
         positions = torch.arange(width, device=self.device).expand(len(requests), width)
-        inputs = PagedInputs(ids, positions, positions < lens[:, None], self.rows.target_block_table[rows], lens)
+        table = self.rows.target_block_table[rows[0] : rows[-1] + 1]  # admitted rows are consecutive
+        inputs = PagedInputs(ids, positions, positions < lens[:, None], table, lens, width)
         logits, taps = self.target(inputs, self.target_cache, self.tap_layer_ids, logit_index=lens - 1)
         first = logits[:, 0].argmax(-1)  # [R]; sampled rows draw theirs below, on the device
         for i, r in enumerate(requests):
@@ -257,7 +258,10 @@ class Engine:
             store = self.draft_store if self.config.draft_attention == "paged" else None
             proposal = propose(self.draft, self.target, self.rows, store, requests, sizes, anchors, positions, valid)
         block = torch.cat([anchors[:, None], proposal.drafted[:, : width - 1]], dim=1)  # [R, W]
-        inputs = PagedInputs(block, positions, valid, self.rows.target_block_table[:num_rows], committed + size)
+        max_len = max(r.num_committed + s for r, s in zip(requests, sizes, strict=True))
+        inputs = PagedInputs(
+            block, positions, valid, self.rows.target_block_table[:num_rows], committed + size, max_len
+        )
         logits, taps = self.target(inputs, self.target_cache, self.tap_layer_ids)
         argmax = logits.argmax(-1)  # [R, W]
         accepted = greedy_accept_counts(block[:, 1:], argmax, size - 1)  # [R]

@@ -26,7 +26,11 @@ class PagedKVCache:
         device: torch.device,
     ) -> None:
         self.page_size = page_size
-        shape = (num_layers, num_pages * page_size, num_kv_heads, head_dim)
+        # One page more than the pool hands out: padding positions are written to this scratch page, so every
+        # write is one dense index_copy_ (a boolean-mask select would synchronise with the device to learn its
+        # size). No block table points at it, so nothing reads it.
+        self.scratch_slot = num_pages * page_size
+        shape = (num_layers, (num_pages + 1) * page_size, num_kv_heads, head_dim)
         # [num_layers, num_slots, num_kv_heads, head_dim]
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
@@ -43,6 +47,10 @@ class PagedKVCache:
         pages = block_table.gather(1, positions // self.page_size)
         return pages * self.page_size + positions % self.page_size
 
+    def write_slots(self, block_table: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """Where a forward's [R, S] positions are written: their slots, the scratch slot for padding. [R * S]."""
+        return torch.where(valid, self.slots(block_table, positions), self.scratch_slot).flatten()
+
     def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, slot_mapping: torch.Tensor) -> None:
         """k, v: [N, num_kv_heads, head_dim] written at slot_mapping: [N]."""
         self.k[layer].index_copy_(0, slot_mapping, k.to(self.k.dtype))
@@ -50,4 +58,6 @@ class PagedKVCache:
 
     def read(self, layer: int, slot_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """slot_ids: [R, S] -> k, v: [R, S, num_kv_heads, head_dim]."""
-        return self.k[layer][slot_ids], self.v[layer][slot_ids]
+        flat = slot_ids.flatten()
+        shape = (*slot_ids.shape, *self.k.shape[2:])
+        return self.k[layer].index_select(0, flat).view(shape), self.v[layer].index_select(0, flat).view(shape)

@@ -10,6 +10,46 @@ from torch import nn
 from torch.nn import functional as F
 
 
+class StackedWeights:
+    """Row-stacked copies of some parameters (one matmul instead of several), rebuilt whenever a source changes:
+    a new tensor (load, deepcopy, .to) or an in-place edit (its version counter moves). `repeats[i]` stacks
+    that many copies of parameter i (a per-head norm weight repeated over the heads).
+
+    With autograd recording (training), the stack is built afresh on every call so gradients reach each source.
+    """
+
+    def __init__(self, params: list[nn.Parameter], repeats: list[int] | None = None) -> None:
+        self._params = params
+        self._repeats = repeats or [0] * len(params)
+        self._key: tuple[tuple[int, int], ...] = ()
+        self._stacked: torch.Tensor | None = None
+
+    def _stack(self) -> torch.Tensor:
+        parts = [p if r == 0 else p.expand(r, *p.shape) for p, r in zip(self._params, self._repeats, strict=True)]
+        return torch.cat(parts)
+
+    def get(self) -> torch.Tensor:
+        if torch.is_grad_enabled() and any(p.requires_grad for p in self._params):
+            return self._stack()
+        key = tuple((p.data_ptr(), p._version) for p in self._params)
+        if self._stacked is None or key != self._key:
+            # A normal tensor (not an inference tensor), usable inside and outside inference mode.
+            with torch.inference_mode(False), torch.no_grad():
+                self._stacked = self._stack()
+            self._key = key
+        return self._stacked
+
+
+def rms_normalize(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm without its weight, in float32 whatever the dtype (as Qwen3 does); the caller multiplies.
+
+    Written out rather than F.rms_norm: on CPU that op is a slower composite of the same steps.
+    """
+    y = x if x.dtype == torch.float32 else x.float()
+    y = y * y.pow(2).mean(-1, keepdim=True).add_(eps).rsqrt_()
+    return y if y.dtype == x.dtype else y.to(x.dtype)
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float) -> None:
         super().__init__()
@@ -17,11 +57,7 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x = x.float()
-        # Normalise in float32 whatever the weights' dtype, as Qwen3 does.
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x.to(dtype)
+        return self.weight * rms_normalize(x, self.eps)
 
 
 class SwiGLU(nn.Module):
@@ -30,9 +66,12 @@ class SwiGLU(nn.Module):
         self.gate_proj = nn.Linear(hidden, intermediate, bias=False)
         self.up_proj = nn.Linear(hidden, intermediate, bias=False)
         self.down_proj = nn.Linear(intermediate, hidden, bias=False)
+        self._gate_up = StackedWeights([self.gate_proj.weight, self.up_proj.weight])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        # gate and up in one matmul over [gate; up]: bit-identical columns, one launch instead of two.
+        gate, up = F.linear(x, self._gate_up.get()).chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
 
 
 class Rotary(nn.Module):
@@ -44,20 +83,22 @@ class Rotary(nn.Module):
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        # positions: [..., T] -> cos, sin: [..., T, head_dim]
-        freqs = positions.float()[..., None] * self.inv_freq.float()
+        """positions: [R, T] -> cos, signed sin: [R, T, 1, head_dim], broadcast over [R, T, heads, head_dim].
+
+        RoPE is x * cos + rotate_half(x) * sin with rotate_half(x) = cat(-x2, x1) = roll(x, half) with its first
+        half negated. That sign is folded into sin here, once per forward, so each application is one roll.
+        """
+        freqs = positions.float()[..., None, None] * self.inv_freq.float()
         emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(dtype), emb.sin().to(dtype)
+        sin = emb.sin()
+        half = sin.shape[-1] // 2
+        sin = torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)
+        return emb.cos().to(dtype), sin.to(dtype)
 
 
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    # x: [R, T, heads, head_dim]; cos/sin: [R, T, head_dim]
-    return x * cos[:, :, None] + rotate_half(x) * sin[:, :, None]
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    # x: [R, T, heads, head_dim]; cos, signed_sin: [R, T, 1, head_dim] from Rotary
+    return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * signed_sin
 
 
 def attention_mask(
@@ -81,13 +122,23 @@ def attention_mask(
     return visible
 
 
+def additive_mask(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """bool [R, T, S] -> 0 where visible, -inf elsewhere: what SDPA turns a bool mask into on every call,
+    built once per forward instead of once per layer."""
+    return torch.where(visible, 0.0, float("-inf")).to(dtype)
+
+
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:
-    """GQA attention. q: [R, T, H, D]; k, v: [R, S, KVH, D]; mask: [R, T, S] -> [R, T, H, D]."""
-    groups = q.shape[2] // k.shape[2]
-    if groups > 1:
-        k = k.repeat_interleave(groups, dim=2)
-        v = v.repeat_interleave(groups, dim=2)
+    """GQA attention. q: [R, T, H, D]; k, v: [R, S, KVH, D]; mask: [R, T, S], bool or additive -> [R, T, H, D].
+
+    Query head h reads key/value head h // (H / KVH), as repeat_interleave would give, without the copies.
+    """
     out = F.scaled_dot_product_attention(
-        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask[:, None], scale=scale
+        q.transpose(1, 2),
+        k.transpose(1, 2),
+        v.transpose(1, 2),
+        attn_mask=mask[:, None],
+        scale=scale,
+        enable_gqa=q.shape[2] != k.shape[2],
     )
     return out.transpose(1, 2)

@@ -89,6 +89,7 @@ def propose(
         block_table=rows.draft_block_table[:num_rows] if paged else None,
         # The block reads the stored context (L positions) plus its own rows.
         read_lens=committed + valid.sum(1) if paged else None,
+        max_read_len=max(r.num_committed + s for r, s in zip(requests, sizes, strict=True)),
     )
     hidden = draft(inputs, target.model.embed_tokens, store)
     for row, r in enumerate(requests):

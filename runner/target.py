@@ -10,10 +10,21 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from runner.config import TargetConfig
 from runner.kv_cache import PagedKVCache
-from runner.layers import RMSNorm, Rotary, SwiGLU, apply_rotary, attend, attention_mask
+from runner.layers import (
+    RMSNorm,
+    Rotary,
+    StackedWeights,
+    SwiGLU,
+    additive_mask,
+    apply_rotary,
+    attend,
+    attention_mask,
+    rms_normalize,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +36,7 @@ class PagedInputs:
     valid: torch.Tensor  # [R, T] bool: real tokens, not padding
     block_table: torch.Tensor  # [R, max_pages]
     seq_lens: torch.Tensor  # [R] cache length once this forward's tokens are written
+    max_seq_len: int | None = None  # max(seq_lens) known on the host (else read from the device: a sync)
 
 
 class QKNormAttention(nn.Module):
@@ -43,14 +55,31 @@ class QKNormAttention(nn.Module):
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, cfg.hidden_size, bias=bias)
         self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
+        # One matmul for q, k, v (bit-identical columns), and q and k normed and rotated as one tensor of heads.
+        projections = [self.q_proj, self.k_proj, self.v_proj]
+        self._qkv = StackedWeights([p.weight for p in projections])
+        self._qkv_bias = StackedWeights([p.bias for p in projections]) if bias else None
+        self._kv = StackedWeights([self.k_proj.weight, self.v_proj.weight])
+        self._kv_bias = StackedWeights([self.k_proj.bias, self.v_proj.bias]) if bias else None
+        self._qk_norm = StackedWeights([self.q_norm.weight, self.k_norm.weight], [self.num_heads, self.num_kv_heads])
 
-    def project_q(self, x: torch.Tensor) -> torch.Tensor:
-        return self.q_norm(self.q_proj(x).view(*x.shape[:-1], self.num_heads, self.head_dim))
+    def project_qkv(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q, k (each head RMS-normed, then rotated) and v: [R, T, heads, head_dim]."""
+        bias = None if self._qkv_bias is None else self._qkv_bias.get()
+        heads = F.linear(x, self._qkv.get(), bias).view(*x.shape[:-1], -1, self.head_dim)
+        qk, v = heads.split([self.num_heads + self.num_kv_heads, self.num_kv_heads], dim=-2)
+        qk = rms_normalize(qk, self.q_norm.eps) * self._qk_norm.get()
+        q, k = apply_rotary(qk, cos, sin).split([self.num_heads, self.num_kv_heads], dim=-2)
+        return q, k, v
 
-    def project_kv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        k = self.k_norm(self.k_proj(x).view(*x.shape[:-1], self.num_kv_heads, self.head_dim))
-        v = self.v_proj(x).view(*x.shape[:-1], self.num_kv_heads, self.head_dim)
-        return k, v
+    def project_kv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """k (normed, rotated) and v: [R, T, kv_heads, head_dim]."""
+        bias = None if self._kv_bias is None else self._kv_bias.get()
+        heads = F.linear(x, self._kv.get(), bias).view(*x.shape[:-1], -1, self.head_dim)
+        k, v = heads.split([self.num_kv_heads, self.num_kv_heads], dim=-2)
+        return apply_rotary(self.k_norm(k), cos, sin), v
 
     def output(self, attn: torch.Tensor) -> torch.Tensor:
         return self.o_proj(attn.reshape(*attn.shape[:2], self.num_heads * self.head_dim))
@@ -114,25 +143,26 @@ class Qwen3Target(nn.Module):
         h = self.embed(inputs.input_ids)
         cos, sin = self.rotary(inputs.positions, h.dtype)
         num_rows = h.shape[0]
-        max_len = int(inputs.seq_lens.max())
+        max_len = int(inputs.seq_lens.max()) if inputs.max_seq_len is None else inputs.max_seq_len
         key_positions = torch.arange(max_len, device=h.device).expand(num_rows, max_len)
         read_slots = cache.slots(inputs.block_table, key_positions)
-        mask = attention_mask(
-            inputs.positions,
-            key_positions,
-            key_positions < inputs.seq_lens[:, None],
-            is_causal=True,
-            sliding_window=None,
+        mask = additive_mask(
+            attention_mask(
+                inputs.positions,
+                key_positions,
+                key_positions < inputs.seq_lens[:, None],
+                is_causal=True,
+                sliding_window=None,
+            ),
+            h.dtype,
         )
-        write_slots = cache.slots(inputs.block_table, inputs.positions)[inputs.valid]
+        write_slots = cache.write_slots(inputs.block_table, inputs.positions, inputs.valid)
         taps: dict[int, torch.Tensor] = {}
         for idx, layer in enumerate(self.model.layers):
             attn = layer.self_attn
             x = layer.input_layernorm(h)
-            q = apply_rotary(attn.project_q(x), cos, sin)
-            k, v = attn.project_kv(x)
-            k = apply_rotary(k, cos, sin)
-            cache.write(idx, k[inputs.valid], v[inputs.valid], write_slots)
+            q, k, v = attn.project_qkv(x, cos, sin)
+            cache.write(idx, k.flatten(0, 1), v.flatten(0, 1), write_slots)
             keys, values = cache.read(idx, read_slots)
             h = h + attn.output(attend(q, keys, values, mask, attn.scale))
             h = h + layer.mlp(layer.post_attention_layernorm(h))
