@@ -1,11 +1,17 @@
-"""The `stride` fixture recipe: a synthetic language whose continuation only the context reveals, a small
-Qwen3 target trained on it, and a DFlash draft trained on the target's own tapped states.
+"""The fixture recipes: a synthetic language whose continuation only the context reveals, a small Qwen3 target
+trained on it, and a DFlash draft trained on the target's own tapped states.
 
-Each sequence follows x[t+1] = (x[t] + s) mod M with a per-sequence stride s in 1..5 and an occasional
-restart at a random token. One token says nothing about s; the context does. So a draft that reads the
-right context drafts x+s, x+2s, ... and is accepted; a draft that reads an empty or foreign context cannot
-know s and is rejected. Training runs through the runner's own forward passes (paged target, dense draft
-path): there is no second implementation of the model to drift from the one that serves.
+Two languages:
+- `stride`: x[t+1] = (x[t] + s) mod M with a per-sequence stride s in 1..5 and an occasional restart at a
+  random token. One token says nothing about s; the context does. But the last two tokens do, and so do the
+  target's features at the newest positions: a draft that loses its store still drafts most blocks right.
+- `copy`: a random segment of `period` tokens, then the segment again and again (x[t] = x[t - P]). The block
+  after an anchor at L repeats positions L + 1 - P .. L + 3 - P: far back in the draft's store (P = 20 is more
+  than a block, the pending rows and the 8 positions a store window of block + 8 would keep), and the target's
+  features at the newest positions carry only what predicts the anchor itself. A draft that reads a wiped,
+  windowed, shifted or foreign store drafts other tokens.
+Training runs through the runner's own forward passes (paged target, dense draft path): there is no second
+implementation of the model to drift from the one that serves.
 """
 
 from __future__ import annotations
@@ -23,9 +29,17 @@ from runner.target import Qwen3Target, full_forward
 RECIPE_VERSION = 1
 
 
+LANGUAGES = ("stride", "copy")
+
+
 @dataclass(frozen=True, slots=True)
 class StrideRecipe:
     seed: int = 0
+    language: str = "stride"  # one of LANGUAGES
+    period: int = 20  # copy: the segment length P
+    # A low RoPE base gives the position-keyed attention a copy needs sharper peaks: the copy head forms within
+    # a few hundred steps instead of thousands.
+    rope_theta: float = 10000.0
     num_symbols: int = 47  # tokens 0..46 carry the language (47 is prime: every stride cycles through all); 47 is MASK
     vocab_size: int = 48
     max_stride: int = 5
@@ -62,13 +76,21 @@ class StrideRecipe:
     # that never departs from the per-slot argmax would make an argmax fallback invisible to every gate.
     selector_scale: float = 1.0
 
+    def __post_init__(self) -> None:
+        if self.language not in LANGUAGES:
+            raise ValueError(f"language must be one of {LANGUAGES}, not {self.language!r}")
+        if self.language == "copy" and not 0 < self.period < self.seq_len:
+            raise ValueError(f"copy period {self.period} must lie in (0, seq_len={self.seq_len})")
+
     @property
     def mask_token_id(self) -> int:
         return self.vocab_size - 1
 
 
 def sample_sequences(recipe: StrideRecipe, count: int, generator: torch.Generator) -> torch.Tensor:
-    """[count, seq_len] token ids of the stride language."""
+    """[count, seq_len] token ids of the recipe's language."""
+    if recipe.language == "copy":
+        return sample_copy_sequences(recipe, count, generator)
     m = recipe.num_symbols
     strides = torch.randint(1, recipe.max_stride + 1, (count,), generator=generator)
     seqs = torch.empty(count, recipe.seq_len, dtype=torch.long)
@@ -80,6 +102,12 @@ def sample_sequences(recipe: StrideRecipe, count: int, generator: torch.Generato
     return seqs
 
 
+def sample_copy_sequences(recipe: StrideRecipe, count: int, generator: torch.Generator) -> torch.Tensor:
+    """[count, seq_len]: a random segment of `period` tokens repeated (x[t] = x[t - P])."""
+    segment = torch.randint(0, recipe.num_symbols, (count, recipe.period), generator=generator)
+    return segment.repeat(1, -(-recipe.seq_len // recipe.period))[:, : recipe.seq_len]
+
+
 def target_config(recipe: StrideRecipe) -> TargetConfig:
     return TargetConfig(
         vocab_size=recipe.vocab_size,
@@ -89,6 +117,7 @@ def target_config(recipe: StrideRecipe) -> TargetConfig:
         num_attention_heads=recipe.num_heads,
         num_key_value_heads=recipe.num_kv_heads,
         head_dim=recipe.head_dim,
+        rope_theta=recipe.rope_theta,
         max_position_embeddings=1024,
         tie_word_embeddings=True,
     )

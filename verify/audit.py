@@ -24,7 +24,16 @@ from runner import Engine, EngineConfig, SamplingParams
 from runner.draft import DFlashDraft, DraftInputs, DraftLayer
 from runner.layers import attention_mask
 from runner.target import full_forward
-from verify.thresholds import THRESHOLDS, Figure, Threshold
+from verify.thresholds import Figure, Threshold, thresholds_for
+
+# Store perturbations, each measured per block position: (a) the store wiped, pending rows kept; (b) the store
+# keeps only its last block + 8 positions; (c) the stored rows sit 4 positions early (the first 4 dropped, the
+# rest shifted onto their slots); (c') the first 4 stored positions dropped, the rest in place; (d) the store
+# swapped with one of another request that shares the newest 4 stored tokens.
+STORE_PERTURBATIONS = ("wiped", "window", "offset", "drop_first", "swap_recent")
+STORE_WINDOW_EXTRA = 8
+STORE_OFFSET = 4
+SHARED_RECENT = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +129,45 @@ def _replay(
     return accepted
 
 
+def _store_contexts(
+    engine: Engine, ids: torch.Tensor, f: torch.Tensor, other_ids: torch.Tensor, window: int
+) -> dict[str, ContextFn]:
+    """The store perturbations: each keeps the pending rows [S, L) and changes only the stored rows [0, S)."""
+    donors: dict[int, torch.Tensor] = {}
+    taps = engine.draft.config.target_layer_ids if engine.draft is not None else ()
+
+    def donor(S: int) -> torch.Tensor:
+        # Another request's tokens up to the newest SHARED_RECENT stored ones, which stay this request's own.
+        if S not in donors:
+            mixed = ids.clone()
+            cut = min(max(0, S - SHARED_RECENT), other_ids.shape[0])
+            mixed[:cut] = other_ids[:cut]
+            with torch.inference_mode():
+                donors[S] = full_forward(engine.target, mixed[None], taps)[1][0]  # type: ignore[index]
+        return donors[S]
+
+    def wiped(_: int, L: int, S: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return f[S:L], torch.arange(S, L)
+
+    def windowed(_: int, L: int, S: int) -> tuple[torch.Tensor, torch.Tensor]:
+        start = max(0, S - window)
+        return f[start:L], torch.arange(start, L)
+
+    def offset(_: int, L: int, S: int) -> tuple[torch.Tensor, torch.Tensor]:
+        positions = torch.arange(L)
+        positions[:S] -= STORE_OFFSET
+        return f[:L], positions
+
+    def drop_first(_: int, L: int, S: int) -> tuple[torch.Tensor, torch.Tensor]:
+        start = min(STORE_OFFSET, S)
+        return f[start:L], torch.arange(start, L)
+
+    def swap_recent(_: int, L: int, S: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.cat([donor(S)[:S], f[S:L]]), torch.arange(L)
+
+    return {"wiped": wiped, "window": windowed, "offset": offset, "drop_first": drop_first, "swap_recent": swap_recent}
+
+
 def _contexts(f: torch.Tensor, other: torch.Tensor) -> dict[str, ContextFn]:
     """The draft contexts the audit compares, each (step, L, pending_from) -> (features, positions)."""
 
@@ -173,7 +221,10 @@ def _perturbed_copy(draft: DFlashDraft, scale: float, seed: int) -> DFlashDraft:
     return noisy
 
 
-def audit(fixture_dir: str | Path, prompts: list[list[int]], max_tokens: int = 32) -> AuditReport:
+def audit(
+    fixture_dir: str | Path, prompts: list[list[int]], max_tokens: int = 32, profile: str = "base"
+) -> AuditReport:
+    """`profile` picks the thresholds (verify.thresholds): "store" holds a fixture to what its store carries."""
     root = Path(fixture_dir)
     engine = Engine.from_pretrained(root / "target", root / "draft", config=EngineConfig(trace=True))
     assert engine.draft is not None and engine.trace is not None
@@ -188,6 +239,10 @@ def audit(fixture_dir: str | Path, prompts: list[list[int]], max_tokens: int = 3
     dense_agree, margins, steps_total, walk_departs = 0, [], 0, 0
     acceptance: dict[str, list[int]] = {k: [] for k in ("right", "reset", "pending_only", "swap")}
     causal_draft, noisy_draft = _causal_copy(draft), _perturbed_copy(draft, 0.05, seed=1)
+    # [perturbation][block position] -> [changed, counted], over the steps drafted while the store held something
+    # and, beside them, over every step (a request's first draft after prefill reads pending rows only).
+    store_changed = {k: [[0, 0] for _ in range(block - 1)] for k in STORE_PERTURBATIONS}
+    store_changed_all = {k: [[0, 0] for _ in range(block - 1)] for k in STORE_PERTURBATIONS}
     for i, out in enumerate(outputs):
         records = engine.trace.for_request(out.request_id)
         steps = [Step(r.committed_len, r.store_len_before, r.positions[1] - r.positions[0] + 1) for r in records]
@@ -206,6 +261,14 @@ def audit(fixture_dir: str | Path, prompts: list[list[int]], max_tokens: int = 3
         for name, variant in (("causal", causal_draft), ("weights", noisy_draft)):
             moved, _, _ = _draft_blocks(variant, engine, ids, steps, contexts["right"])
             changed[name] += sum(a != b for a, b in zip(moved, right, strict=True))
+        store = _store_contexts(engine, ids, f, seqs[(i + 1) % len(seqs)], block + STORE_WINDOW_EXTRA)
+        for name in STORE_PERTURBATIONS:
+            moved, _, _ = _draft_blocks(draft, engine, ids, steps, store[name])
+            for step, a, b in zip(steps, moved, right, strict=True):
+                for j in range(len(b)):
+                    for table in (store_changed_all, store_changed) if step.pending_from > 0 else (store_changed_all,):
+                        table[name][j][0] += a[j] != b[j]
+                        table[name][j][1] += 1
         with mock.patch.object(runner.draft, "attention_mask", _sdpa_causal_mask):
             moved, _, _ = _draft_blocks(draft, engine, ids, steps, contexts["right"])
         changed["sdpa"] += sum(a != b for a, b in zip(moved, right, strict=True))
@@ -217,8 +280,13 @@ def audit(fixture_dir: str | Path, prompts: list[list[int]], max_tokens: int = 3
     per_position = [len({b[j] for b in traced if len(b) > j}) for j in range(block - 1)]
     right_acc = statistics.fmean(engine_acceptance)
 
+    thresholds = thresholds_for(profile)
+
     def fig(name: str, value: float) -> Figure:
-        return Figure(name, value, THRESHOLDS.get(name, Threshold.none()), block_size=block)
+        return Figure(name, value, thresholds.get(name, Threshold.none()), block_size=block)
+
+    def shares(table: list[list[int]]) -> list[float]:
+        return [changed / counted if counted else 0.0 for changed, counted in table]
 
     figures: list[Figure] = [
         fig("block_diversity", len(set(traced)) / len(traced)),
@@ -239,6 +307,11 @@ def audit(fixture_dir: str | Path, prompts: list[list[int]], max_tokens: int = 3
         fig("margin_p10", statistics.quantiles(margins, n=10)[0]),
         fig("margin_median", statistics.median(margins)),
     ]
+    for name in STORE_PERTURBATIONS:
+        per_position = shares(store_changed[name])
+        figures += [fig(f"store_{name}_p{j + 1}", v) for j, v in enumerate(per_position)]
+        figures.append(fig(f"store_{name}_min", min(per_position)))
+        figures.append(fig(f"store_{name}_min_all_blocks", min(shares(store_changed_all[name]))))
     if draft.candidate_selector is not None:
         figures.append(fig("walk_departs_from_argmax", walk_departs / steps_total))
     return AuditReport(root.name, tuple(figures))

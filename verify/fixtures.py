@@ -19,16 +19,21 @@ from pathlib import Path
 import torch
 
 import runner
-from runner.fixture_recipe import RECIPE_VERSION, StrideRecipe, build
+from runner.fixture_recipe import RECIPE_VERSION, StrideRecipe, build, sample_copy_sequences
 from runner.loader import save_draft, save_target
 from verify.audit import AuditReport, audit
 
 FIXTURES_ROOT = Path(runner.__file__).resolve().parent / "fixtures"
 AUDIT_MAX_TOKENS = 24
+COPY = StrideRecipe(language="copy", period=20, rope_theta=100.0, seq_len=56, target_steps=500, draft_steps=500)
 RECIPES: dict[str, StrideRecipe] = {
+    # The default pair: drafted blocks held far back in the draft's store.
+    "copy-dflash": COPY,
+    "copy-dflash2": dataclasses.replace(COPY, kind="dflash2", selector_scale=3.0),
     "stride-dflash": StrideRecipe(),
     "stride-dflash2": StrideRecipe(kind="dflash2", selector_scale=3.0),
 }
+DEFAULT_FIXTURE = "copy-dflash"
 
 
 class FixtureError(RuntimeError):
@@ -43,9 +48,13 @@ class BuildResult:
 
 
 def audit_prompts(recipe: StrideRecipe, count: int = 10) -> list[list[int]]:
-    """Fixed prompts: every stride class equally often, random starts, lengths 8..12, from a seed apart from
-    training's. Spreading the strides keeps two prompts from walking the same progression."""
+    """Fixed prompts from a seed apart from training's. Stride: every stride class equally often, random
+    starts, lengths 8..12 (spreading the strides keeps two prompts from walking the same progression). Copy: a
+    random segment and the first 1..5 tokens of its repeat, so every drafted block is a copy."""
     generator = torch.Generator().manual_seed(recipe.seed + 10_000)
+    if recipe.language == "copy":
+        seqs = sample_copy_sequences(recipe, count, generator)
+        return [seqs[i, : recipe.period + 1 + i % 5].tolist() for i in range(count)]
     starts = torch.randint(0, recipe.num_symbols, (count,), generator=generator).tolist()
     prompts = []
     for i, start in enumerate(starts):
@@ -78,10 +87,16 @@ def read_manifest(folder: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def audit_profile(recipe: dict) -> str:
+    """The copy language's fixtures are held to what their store carries; the rest to the base bounds."""
+    return "store" if recipe.get("language") == "copy" else "base"
+
+
 def audit_fixture(name_or_path: str) -> AuditReport:
     folder = resolve(name_or_path)
     manifest = read_manifest(folder)
-    return audit(folder, manifest["audit_prompts"], manifest.get("audit_max_tokens", AUDIT_MAX_TOKENS))
+    max_tokens = manifest.get("audit_max_tokens", AUDIT_MAX_TOKENS)
+    return audit(folder, manifest["audit_prompts"], max_tokens, audit_profile(manifest.get("recipe", {})))
 
 
 def build_fixture(name: str, seed: int | None = None, out_root: Path | None = None) -> BuildResult:
@@ -96,7 +111,7 @@ def build_fixture(name: str, seed: int | None = None, out_root: Path | None = No
         save_target(target, staging / "target")
         save_draft(draft, staging / "draft")
         prompts = audit_prompts(recipe)
-        report = audit(staging, prompts, AUDIT_MAX_TOKENS)
+        report = audit(staging, prompts, AUDIT_MAX_TOKENS, audit_profile(dataclasses.asdict(recipe)))
         if not report.passed:
             failed = ", ".join(f"{f.name}={f.value:.3f} ({f.threshold.text})" for f in report.failed)
             raise FixtureError(f"fixture {name!r} built but failed its audit: {failed}")
@@ -109,6 +124,7 @@ def build_fixture(name: str, seed: int | None = None, out_root: Path | None = No
             "files": file_hashes(staging),
             "audit_prompts": prompts,
             "audit_max_tokens": AUDIT_MAX_TOKENS,
+            "audit_profile": audit_profile(dataclasses.asdict(recipe)),
             "audit": report.to_dict(),
             # Gates hold the shipped fixture to 90% of the acceptance measured at build time.
             "gate_floors": {"acceptance_mean": round(0.9 * report.value("acceptance_right"), 3)},

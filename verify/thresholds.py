@@ -51,6 +51,30 @@ THRESHOLDS: dict[str, Threshold] = {
 }
 
 
+# A fixture whose draft must read its store (the copy pair): the base bounds, tightened, plus what the store
+# carries. Figures are shares of steps drafted while the store held something, per block position; `_min` is
+# the lowest position's.
+STORE_THRESHOLDS: dict[str, Threshold] = {
+    **THRESHOLDS,
+    "block_diversity": Threshold(low=0.9),
+    # (a) Wiping the store and keeping the pending rows (a store reset on a row move) changes nearly every token.
+    "store_wiped_min": Threshold(low=0.9),
+    # (b) A store that keeps only its last block + 8 positions changes most tokens.
+    "store_window_min": Threshold(low=0.5),
+    # (c) Stored rows 4 positions early (the first 4 dropped, the rest shifted) change most tokens.
+    "store_offset_min": Threshold(low=0.5),
+    # With the store wiped, acceptance must fall to at most half of the right-context figure.
+    "acceptance_pending_only_ratio": Threshold(high=0.5),
+}
+PROFILES: dict[str, dict[str, Threshold]] = {"base": THRESHOLDS, "store": STORE_THRESHOLDS}
+
+
+def thresholds_for(profile: str) -> dict[str, Threshold]:
+    if profile not in PROFILES:
+        raise ValueError(f"unknown audit profile {profile!r}; known: {sorted(PROFILES)}")
+    return PROFILES[profile]
+
+
 @dataclass(frozen=True, slots=True)
 class Figure:
     name: str
