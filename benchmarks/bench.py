@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from runner import Engine, EngineConfig, SamplingParams
-from verify.fixtures import FIXTURES_ROOT, read_manifest
+from verify.fixtures.catalog import FIXTURES_ROOT, read_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = FIXTURES_ROOT / "stride-dflash"
@@ -112,7 +112,7 @@ def bench_verify() -> dict:
 def bench_naive(report: dict) -> float:
     """The same catalog, the naive way: a private copy, the mutation written in, a fresh pytest over the same
     gates, per mutation, sequentially."""
-    from verify.project import load_config, load_mutations
+    from verify.run.settings import load_config, load_mutations
 
     mutations = load_mutations(load_config(ROOT))
     ran = {m["name"]: m["ran"] for m in report["mutations"]}

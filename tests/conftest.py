@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from runner.synthetic import PairSpec, write_pair
+from verify.fixtures.synthetic import PairSpec, write_pair
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 __all__ = [
+    "EXPECTATIONS",
     "Mutation",
     "MutationError",
     "all_mutations",
@@ -22,6 +23,7 @@ __all__ = [
     "reset_registry",
 ]
 
+EXPECTATIONS = ("killed", "survives")
 _KEBAB = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 
@@ -43,6 +45,11 @@ class Mutation:
     anchor: str
     replacement: str
     expect_killed_by: tuple[str, ...] = ()
+    # "killed": a gate must catch it (the default). "survives": it is expected to survive, with `reason`
+    # saying why (an equivalent mutant, or a known gap and the issue that tracks it); it is reported and
+    # does not fail the run, and its being killed is reported as news.
+    expect: str = "killed"
+    reason: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _KEBAB.match(self.name):
@@ -67,6 +74,12 @@ class Mutation:
             isinstance(gate_id, str) and gate_id for gate_id in self.expect_killed_by
         ):
             raise MutationError(f"{where}: expect_killed_by must be a tuple of non-empty gate ids")
+        if self.expect not in EXPECTATIONS:
+            raise MutationError(f"{where}: expect must be one of {', '.join(EXPECTATIONS)}, got {self.expect!r}")
+        if not isinstance(self.reason, str) or (self.expect == "survives" and not self.reason.strip()):
+            raise MutationError(f"{where}: expect='survives' needs a reason (equivalent, or the gap's issue)")
+        if self.expect == "survives" and self.expect_killed_by:
+            raise MutationError(f"{where}: a mutation expected to survive cannot pin killers")
 
 
 _REGISTRY: dict[str, Mutation] = {}

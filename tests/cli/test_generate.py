@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from runner import Engine, SamplingParams
 from verify.cli import app
-from verify.fixtures import FIXTURES_ROOT
+from verify.fixtures.catalog import FIXTURES_ROOT
 
 FIXTURE = FIXTURES_ROOT / "stride-dflash"
 PROMPT = [3, 6, 9, 12, 15, 18]

@@ -16,7 +16,7 @@ from safetensors.torch import load_file, save_file
 from runner import Engine, EngineConfig, SamplingParams
 from runner.checkpoint import INDEX_NAME, WEIGHTS_NAME
 from runner.loader import load_draft, load_target, save_draft, save_target
-from runner.synthetic import PairSpec, build_pair
+from verify.fixtures.synthetic import PairSpec, build_pair
 
 CPU = torch.device("cpu")
 SPECS = {

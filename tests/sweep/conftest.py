@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from verify.cli_sweep import sweep_app
+from verify.cli.sweep import sweep_app
 from verify.mutation import reset_registry
 
 collect_ignore = ["toy_project"]

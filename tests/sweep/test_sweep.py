@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from verify.apply import Applied, apply_mutation
-from verify.cli_sweep import sweep_app
-from verify.project import load_config, load_mutations
-from verify.sweep import SweepConfig, run_sweep
-from verify.sweep_report import result_from_json
-from verify.sweep_result import DecoratedFunction, MutantStatus, SweepOutcome
+from verify.cli.sweep import sweep_app
+from verify.run.apply import Applied, apply_mutation
+from verify.run.settings import load_config, load_mutations
+from verify.sweep.driver import SweepConfig, run_sweep
+from verify.sweep.report import result_from_json
+from verify.sweep.result import DecoratedFunction, MutantStatus, SweepOutcome
 
 MODULE = "toyrunner/accept.py"
 SURVIVOR = "toyrunner.accept.x_bonus_len__mutmut_2"

@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from verify import equivalents, sweep_mutmut, sweep_source
-from verify.cli_sweep import sweep_app
+from verify.cli.sweep import sweep_app
 from verify.mutation import Mutation
-from verify.sweep import SweepInputError, parse_budget, resolve_modules
-from verify.sweep_report import result_from_json, summarise, to_json, write_json
-from verify.sweep_result import MutantStatus, SweepMutant, SweepOutcome, SweepResult
+from verify.sweep import equivalents
+from verify.sweep import mutmut_run as sweep_mutmut
+from verify.sweep import source as sweep_source
+from verify.sweep.driver import SweepInputError, parse_budget, resolve_modules
+from verify.sweep.report import result_from_json, summarise, to_json, write_json
+from verify.sweep.result import MutantStatus, SweepMutant, SweepOutcome, SweepResult
 
 
 @pytest.mark.parametrize(

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from verify.cache import CACHE_DIR
-from verify.cli_verify import verify_app
+from verify.cli.verify import verify_app
 from verify.mutation import reset_registry
-from verify.report import read_json
-from verify.result import RunReport
+from verify.report.files import read_json
+from verify.report.verdict import RunReport
+from verify.run.cache import CACHE_DIR
 
 collect_ignore = ["toy_project"]
 

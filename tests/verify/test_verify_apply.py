@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from verify.apply import Applied, MutantFinder, Stale, apply_mutation, count_matches
-from verify.coverage_map import CoverageMap, anchor_lines
 from verify.mutation import Mutation
+from verify.run.apply import Applied, MutantFinder, Stale, apply_mutation, count_matches
+from verify.run.coverage_map import CoverageMap, anchor_lines
 
 SOURCE = """def scale(x, factor=2):
     total = (x *
@@ -90,7 +90,7 @@ def test_coverage_map_credits_import_time_and_fixture_lines() -> None:
 def test_finder_serves_the_mutant_from_the_given_root_only(project) -> None:
     applied = apply_mutation(_mutant("return 10\n", "return 11\n"), project)
     assert isinstance(applied, Applied)
-    finder = MutantFinder(project, ["pkg"], {str(project / "pkg" / "mod.py"): applied.mutated})
+    finder = MutantFinder([project], ["pkg"], {str(project / "pkg" / "mod.py"): applied.mutated})
     sys.meta_path.insert(0, finder)
     try:
         module = importlib.import_module("pkg.mod")

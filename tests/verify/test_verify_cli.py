@@ -8,9 +8,9 @@ import subprocess
 import pytest
 from typer.testing import CliRunner
 
-from verify.cli_verify import mutations_app
-from verify.report import read_json
-from verify.result import Status
+from verify.cli.verify import mutations_app
+from verify.report.files import read_json
+from verify.report.verdict import Status
 
 KILLED_ONLY = ("--mutation", "add-off-by-one", "--mutation", "sub-swaps-operands")
 

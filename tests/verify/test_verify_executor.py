@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from verify.cache import tree_digest
-from verify.executor import Executor, Job
-from verify.project import ConfigError, load_config, load_mutations, project_files
+from verify.run.cache import tree_digest
+from verify.run.executor import Executor, Job
+from verify.run.settings import ConfigError, load_config, load_mutations, project_files
 
 ARITH = "toy/arith.py"
 TEST_MUL = "tests/gates/test_arith.py::test_mul"

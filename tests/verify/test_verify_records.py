@@ -8,7 +8,7 @@ import json
 import pytest
 
 from verify.mutation import Mutation, MutationError, all_mutations, get, mutation, register, reset_registry
-from verify.result import Baseline, GateOutcome, MutationResult, Outcome, RunReport, Status, result_from_dict
+from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, RunReport, Status, result_from_dict
 
 GOOD = {"name": "draft-skips-mask", "bug_class": "mask dropped (seen in a draft)", "file": "runner/draft.py",
         "anchor": "x = 1", "replacement": "x = 2"}  # fmt: skip

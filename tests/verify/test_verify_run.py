@@ -7,8 +7,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from verify.report import SCHEMA
-from verify.result import Status
+from verify.report.files import SCHEMA
+from verify.report.verdict import Status
 
 GATE = "tests/gates/test_arith.py::"
 

@@ -23,15 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verify.apply import Applied, apply_mutation
-from verify.mutation import Mutation
-from verify.result import Baseline, GateOutcome, MutationResult, Outcome, RunReport, Status, result_from_dict
+from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, RunReport, Status, result_from_dict
 
 __all__ = [
     "SCHEMA",
     "Detail",
     "MergeError",
-    "details_for",
     "merge",
     "read_json",
     "to_json",
@@ -59,25 +56,6 @@ class Detail:
     first_column: int = 1
     last_line: int = 1
     last_column: int = 1
-
-
-def details_for(mutations: Mapping[str, Mutation], root: Path) -> dict[str, Detail]:
-    details = {}
-    for name, mutation in mutations.items():
-        applied = apply_mutation(mutation, root)
-        if not isinstance(applied, Applied):
-            details[name] = Detail(mutation.bug_class, mutation.file, replacement=mutation.replacement)
-            continue
-        start = applied.original.index(mutation.anchor)
-        end = start + len(mutation.anchor)
-        first_column = start - applied.original.rfind("\n", 0, start)
-        last_column = end - applied.original.rfind("\n", 0, end)
-        last_line = applied.original.count("\n", 0, end) + 1
-        details[name] = Detail(
-            mutation.bug_class, mutation.file, applied.diff, mutation.replacement,
-            applied.first_line, first_column, last_line, last_column,
-        )  # fmt: skip
-    return details
 
 
 def to_json(report: RunReport, details: Mapping[str, Detail] | None = None) -> dict[str, Any]:

@@ -12,15 +12,22 @@ from typing import Annotated
 
 import typer
 
-from verify.apply import Stale, apply_mutation
-from verify.cache import ChangedSinceError
 from verify.mutation import MutationError
-from verify.phases import BaselineError, HarnessError, RunOptions, SelectionError, Shard, run_verify
-from verify.project import ConfigError, load_config, load_mutations
-from verify.render import PhaseProgress, render_error, render_failures, render_mutation, render_mutations, render_report
-from verify.report import Detail, MergeError, details_for, merge, write_json, write_junit, write_stryker
-from verify.report_html import write_html
-from verify.result import RunReport
+from verify.report.files import Detail, MergeError, merge, write_json, write_junit, write_stryker
+from verify.report.html import write_html
+from verify.report.terminal import (
+    PhaseProgress,
+    render_error,
+    render_failures,
+    render_mutation,
+    render_mutations,
+    render_report,
+)
+from verify.report.verdict import RunReport
+from verify.run.apply import Stale, apply_mutation, details_for
+from verify.run.cache import ChangedSinceError
+from verify.run.phases import BaselineError, HarnessError, RunOptions, SelectionError, Shard, run_verify
+from verify.run.settings import ConfigError, load_config, load_mutations
 
 __all__ = ["mutations_app", "verify_app"]
 

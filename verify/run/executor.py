@@ -31,11 +31,11 @@ from typing import Any
 
 import pytest
 
-from verify import coverage_map
-from verify.apply import MutantFinder
-from verify.project import ProjectConfig, project_files
-from verify.recorder import Recorder
-from verify.result import GateOutcome, Outcome
+from verify.report.verdict import GateOutcome, Outcome
+from verify.run import coverage_map
+from verify.run.apply import MutantFinder
+from verify.run.recorder import Recorder
+from verify.run.settings import ProjectConfig, project_files
 
 __all__ = ["Executor", "Job", "JobResult"]
 
@@ -203,16 +203,16 @@ class Executor:
         owned = config.top_level_names
         for name in [m for m in sys.modules if m.partition(".")[0] in owned or _inside(sys.modules[m], config.root)]:
             del sys.modules[name]
-        real_root = str(config.root)
-        sys.path[:] = [str(private)] + [p for p in sys.path if p not in ("", ".", real_root)]
+        real_paths = {str((config.root / rel).resolve()) for rel in config.import_paths} | {str(config.root)}
+        import_roots = [(private / rel).resolve() for rel in config.import_paths]
+        sys.path[:] = [str(p) for p in import_roots] + [p for p in sys.path if p not in ("", ".", *real_paths)]
         os.chdir(private)
         overrides = {str(private / rel): text for rel, text in job.overrides}
-        packages = sorted({Path(rel).parts[0].removesuffix(".py") for rel in config.source_roots})
-        finder = MutantFinder(private, packages, overrides)
+        finder = MutantFinder(import_roots, config.source_packages, overrides)
         sys.meta_path.insert(0, finder)
         cov = coverage_map.start(private, config.source_roots) if job.measure_coverage else None
         recorder = Recorder(cov, job.force_fail)
-        args = [*(job.gate_ids or config.gates), "-m", "gate", "-p", "no:cacheprovider", "-q"]
+        args = [*(job.gate_ids or config.gates), "-m", config.gate_marker, "-p", "no:cacheprovider", "-q"]
         args += ["--rootdir", str(private)]
         exit_code = pytest.main(args, plugins=[recorder])
         payload: dict[str, Any] = {

@@ -17,7 +17,7 @@ from typing import Any
 
 import coverage
 
-from verify.apply import Applied
+from verify.run.apply import Applied
 
 __all__ = ["CoverageMap", "anchor_lines", "collect", "start"]
 

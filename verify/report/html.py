@@ -10,8 +10,8 @@ import html
 from collections.abc import Mapping
 from pathlib import Path
 
-from verify.report import Detail
-from verify.result import MutationResult, Outcome, RunReport, Status
+from verify.report.files import Detail
+from verify.report.verdict import MutationResult, Outcome, RunReport, Status
 
 __all__ = ["render_html", "write_html"]
 

@@ -14,8 +14,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.syntax import Syntax
 from rich.table import Table
 
-from verify.sweep_report import ModuleSummary
-from verify.sweep_result import MutantStatus, SweepOutcome, SweepProgress, SweepResult
+from verify.sweep.report import ModuleSummary
+from verify.sweep.result import MutantStatus, SweepOutcome, SweepProgress, SweepResult
 
 
 @contextmanager

@@ -18,8 +18,8 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from verify.mutation import Mutation
-from verify.report import Detail
-from verify.result import Outcome, RunReport, Status
+from verify.report.files import Detail
+from verify.report.verdict import Outcome, RunReport, Status
 
 __all__ = [
     "PhaseProgress",
@@ -49,7 +49,7 @@ _CELL = {
 
 
 class PhaseProgress:
-    """A `verify.phases.Progress` drawn on stderr: one bar per phase, refreshed on each step."""
+    """A `verify.run.phases.Progress` drawn on stderr: one bar per phase, refreshed on each step."""
 
     def __init__(self, console: Console | None = None) -> None:
         self._bars = Progress(

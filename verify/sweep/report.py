@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from verify import sweep_source
-from verify.apply import count_matches
-from verify.equivalents import entry_toml
 from verify.mutation import Mutation
-from verify.sweep_result import DecoratedFunction, MutantStatus, SweepMutant, SweepOutcome, SweepResult
+from verify.run.apply import count_matches
+from verify.sweep import source as sweep_source
+from verify.sweep.equivalents import entry_toml
+from verify.sweep.result import DecoratedFunction, MutantStatus, SweepMutant, SweepOutcome, SweepResult
 
 SCHEMA = "dflash-verify/1"
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from verify.sweep_result import MutantStatus, SweepMutant
+from verify.sweep.result import MutantStatus, SweepMutant
 
 DEFAULT_PATH = Path("mutations/equivalents.toml")
 

@@ -1,4 +1,4 @@
-"""`dflash fixtures build` and `dflash fixtures audit`: parse, call verify.fixtures, render."""
+"""`dflash fixtures build` and `dflash fixtures audit`: parse, call verify.fixtures.catalog, render."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from verify.fixtures import FixtureError, audit_fixture, build_fixture
-from verify.fixtures_render import render_audit
+from verify.fixtures.catalog import FixtureError, audit_fixture, build_fixture
+from verify.fixtures.render import render_audit
 
 fixtures_app = typer.Typer(no_args_is_help=True, add_completion=False, help="Build and audit the shipped fixtures.")
 

@@ -13,10 +13,13 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from verify import equivalents, sweep_promote, sweep_render, sweep_report
-from verify.project import ConfigError, load_config, load_mutations
-from verify.sweep import DEFAULT_JOBS, SweepConfig, SweepInputError, parse_budget, run_sweep
-from verify.sweep_result import SweepOutcome
+from verify.run.settings import ConfigError, load_config, load_mutations
+from verify.sweep import equivalents
+from verify.sweep import promote as sweep_promote
+from verify.sweep import render as sweep_render
+from verify.sweep import report as sweep_report
+from verify.sweep.driver import DEFAULT_JOBS, SweepConfig, SweepInputError, parse_budget, run_sweep
+from verify.sweep.result import SweepOutcome
 
 EXIT_FAIL, EXIT_INPUT, EXIT_HARNESS = 1, 2, 3
 

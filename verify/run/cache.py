@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from verify.mutation import Mutation
-from verify.project import ProjectConfig, project_files
-from verify.result import MutationResult, result_from_dict
+from verify.report.verdict import MutationResult, result_from_dict
+from verify.run.settings import ProjectConfig, project_files
 
 __all__ = ["CACHE_DIR", "ChangedSinceError", "ResultCache", "changed_files", "tree_digest"]
 

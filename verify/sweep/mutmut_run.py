@@ -20,8 +20,8 @@ from typing import IO, Any
 import libcst as cst
 from mutmut.mutation import diff_apply
 
-from verify import sweep_source
-from verify.sweep_result import MutantStatus, SweepMutant
+from verify.sweep import source as sweep_source
+from verify.sweep.result import MutantStatus, SweepMutant
 
 ENVIRONMENT = {
     # mutmut's timeout is an RLIMIT_CPU, which counts the CPU time of every thread, so a gate using N

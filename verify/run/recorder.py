@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from verify.result import GateOutcome, Outcome
+from verify.report.verdict import GateOutcome, Outcome
 
 __all__ = ["Recorder"]
 

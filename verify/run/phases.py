@@ -14,13 +14,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from verify import cache as cache_mod
-from verify.apply import Applied, Stale, apply_mutation
-from verify.coverage_map import CoverageMap, anchor_lines
-from verify.executor import Executor, Job, JobResult
 from verify.mutation import Mutation
-from verify.project import ProjectConfig, project_files
-from verify.result import Baseline, GateOutcome, MutationResult, Outcome, RunReport, Status, baseline_from_dict
+from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, RunReport, Status, baseline_from_dict
+from verify.run import cache as cache_mod
+from verify.run.apply import Applied, Stale, apply_mutation
+from verify.run.coverage_map import CoverageMap, anchor_lines
+from verify.run.executor import Executor, Job, JobResult
+from verify.run.settings import ProjectConfig, project_files
 
 __all__ = ["BaselineError", "HarnessError", "Progress", "RunOptions", "SelectionError", "Shard", "run_verify"]
 

@@ -37,6 +37,7 @@ class ProjectConfig:
     root: Path
     mutation_modules: tuple[str, ...] = ("mutations",)
     gates: tuple[str, ...] = ("tests/gates",)
+    gate_marker: str = "gate"  # pytest marker expression that selects the gates under `gates`
     source_roots: tuple[str, ...] = ("runner",)
     jobs: int = 0  # 0: one child per CPU
     timeout_factor: float = 10.0  # a mutant may take this many times the baseline of the gates it runs
@@ -44,9 +45,15 @@ class ProjectConfig:
     baseline_timeout_s: float = 1800.0
     preload: tuple[str, ...] = field(default_factory=_default_preload)
     required: tuple[str, ...] | None = None  # None: every mutation is required to be killed
+    # Exception types that are the project's own named checks (dotted "module.Class", or a bare class name):
+    # a gate red by one of these (or a subclass) "caught" the bug rather than crashed on it.
+    invariant_errors: tuple[str, ...] = ("runner.errors.RunnerError",)
+    # Pristine re-runs, after the mutations, of every gate that turned red: a gate red on the unmutated tree
+    # in any of them is flaky and its kills do not count.
+    flake_reruns: int = 2
 
     def __post_init__(self) -> None:
-        for name in ("mutation_modules", "gates", "source_roots", "preload"):
+        for name in ("mutation_modules", "gates", "source_roots", "preload", "invariant_errors"):
             value = getattr(self, name)
             if not isinstance(value, tuple) or not all(isinstance(item, str) and item for item in value):
                 raise ConfigError(f"[tool.dflash] {name} must be a list of non-empty strings")
@@ -59,6 +66,10 @@ class ProjectConfig:
                 raise ConfigError(f"[tool.dflash] path {rel!r} must be relative and inside the project")
         if isinstance(self.jobs, bool) or not isinstance(self.jobs, int) or self.jobs < 0:
             raise ConfigError(f"[tool.dflash] jobs must be an integer >= 0, got {self.jobs!r}")
+        if not isinstance(self.gate_marker, str) or not self.gate_marker.strip():
+            raise ConfigError("[tool.dflash] gate_marker must be a non-empty pytest marker expression")
+        if isinstance(self.flake_reruns, bool) or not isinstance(self.flake_reruns, int) or self.flake_reruns < 0:
+            raise ConfigError(f"[tool.dflash] flake_reruns must be an integer >= 0, got {self.flake_reruns!r}")
         for name in ("timeout_factor", "timeout_min_s", "baseline_timeout_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
@@ -69,14 +80,48 @@ class ProjectConfig:
         return self.jobs or os.cpu_count() or 1
 
     @property
+    def import_paths(self) -> tuple[str, ...]:
+        """Folders (relative to the root, "." for the root) that go on sys.path so the source imports.
+
+        A source root that is a package or a module (`runner`, `engine.py`) imports from its parent; a plain
+        folder of packages (`src`, `lib`) is itself the import path. The root always comes first, so gates
+        and catalog modules import as pytest's rootdir would import them.
+        """
+        paths = ["."]
+        for rel in self.source_roots:
+            path = self.root / rel
+            is_package = path.suffix == ".py" or (path / "__init__.py").is_file()
+            folder = Path(rel).parent.as_posix() if is_package else Path(rel).as_posix()
+            if folder not in paths:
+                paths.append(folder)
+        return tuple(paths)
+
+    @property
+    def source_packages(self) -> tuple[str, ...]:
+        """Top-level import names the source roots provide (what a mutated file is imported as)."""
+        names: set[str] = set()
+        for rel in self.source_roots:
+            path = self.root / rel
+            if path.suffix == ".py" or (path / "__init__.py").is_file():
+                names.add(path.stem if path.suffix == ".py" else path.name)
+            elif path.is_dir():
+                names.update(
+                    child.stem if child.suffix == ".py" else child.name
+                    for child in path.iterdir()
+                    if (child.suffix == ".py" and child.stem.isidentifier())
+                    or (child.is_dir() and (child / "__init__.py").is_file())
+                )
+        return tuple(sorted(names))
+
+    @property
     def top_level_names(self) -> tuple[str, ...]:
         """Import names that belong to the project: never trusted from the parent's sys.modules."""
-        names = {Path(rel).parts[0] for rel in (*self.source_roots, *self.gates)}
+        names = {Path(rel).parts[0].removesuffix(".py") for rel in self.gates} | set(self.source_packages)
         return tuple(sorted(names | {"conftest"}))
 
 
-_LIST_KEYS = ("mutation_modules", "gates", "source_roots", "preload", "required")
-_SCALAR_KEYS = ("jobs", "timeout_factor", "timeout_min_s", "baseline_timeout_s")
+_LIST_KEYS = ("mutation_modules", "gates", "source_roots", "preload", "required", "invariant_errors")
+_SCALAR_KEYS = ("gate_marker", "jobs", "timeout_factor", "timeout_min_s", "baseline_timeout_s", "flake_reruns")
 
 
 def load_config(root: Path) -> ProjectConfig:

@@ -12,14 +12,15 @@ import difflib
 import importlib.abc
 import importlib.machinery
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 from verify.mutation import Mutation
+from verify.report.files import Detail
 
-__all__ = ["Applied", "MutantFinder", "Stale", "apply_mutation", "count_matches", "unified_diff"]
+__all__ = ["Applied", "MutantFinder", "Stale", "apply_mutation", "count_matches", "details_for", "unified_diff"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,8 +106,8 @@ class MutantFinder(importlib.abc.MetaPathFinder):
     a child the user's working tree instead of the private copy.
     """
 
-    def __init__(self, root: Path, package_names: Sequence[str], overrides: dict[str, str]) -> None:
-        self.root = str(root)
+    def __init__(self, roots: Sequence[Path], package_names: Sequence[str], overrides: dict[str, str]) -> None:
+        self.roots = [str(root) for root in roots]  # the private copy's import paths (flat, src/, several)
         self.package_names = frozenset(package_names)
         self.overrides = {str(Path(path).resolve()): text for path, text in overrides.items()}
         self.loaded: set[str] = set()
@@ -116,9 +117,9 @@ class MutantFinder(importlib.abc.MetaPathFinder):
     ) -> importlib.machinery.ModuleSpec | None:
         if fullname.partition(".")[0] not in self.package_names:
             return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, list(path) if path else [self.root])
+        spec = importlib.machinery.PathFinder.find_spec(fullname, list(path) if path else self.roots)
         if spec is None:
-            raise ModuleNotFoundError(f"No module named {fullname!r} in {self.root}", name=fullname)
+            raise ModuleNotFoundError(f"No module named {fullname!r} in {', '.join(self.roots)}", name=fullname)
         origin = str(Path(spec.origin).resolve()) if spec.origin else ""
         if origin not in self.overrides:
             return spec
@@ -126,3 +127,23 @@ class MutantFinder(importlib.abc.MetaPathFinder):
         return importlib.util.spec_from_file_location(
             fullname, origin, loader=loader, submodule_search_locations=spec.submodule_search_locations
         )
+
+
+def details_for(mutations: Mapping[str, Mutation], root: Path) -> dict[str, Detail]:
+    """Per mutation, what a report shows beyond its verdict: bug class, file, diff and the anchor's span."""
+    details = {}
+    for name, mutation in mutations.items():
+        applied = apply_mutation(mutation, root)
+        if not isinstance(applied, Applied):
+            details[name] = Detail(mutation.bug_class, mutation.file, replacement=mutation.replacement)
+            continue
+        start = applied.original.index(mutation.anchor)
+        end = start + len(mutation.anchor)
+        first_column = start - applied.original.rfind("\n", 0, start)
+        last_column = end - applied.original.rfind("\n", 0, end)
+        last_line = applied.original.count("\n", 0, end) + 1
+        details[name] = Detail(
+            mutation.bug_class, mutation.file, applied.diff, mutation.replacement,
+            applied.first_line, first_column, last_line, last_column,
+        )  # fmt: skip
+    return details

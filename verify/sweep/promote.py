@@ -12,9 +12,9 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from verify.apply import count_matches
 from verify.mutation import Mutation, MutationError
-from verify.sweep_result import MutantStatus, SweepMutant, SweepResult
+from verify.run.apply import count_matches
+from verify.sweep.result import MutantStatus, SweepMutant, SweepResult
 
 PROMOTABLE = frozenset({MutantStatus.SURVIVED, MutantStatus.NO_TESTS})
 _IMPORT = re.compile(r"^from verify\.mutation import (.+)$", re.MULTILINE)

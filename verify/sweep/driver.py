@@ -18,8 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verify import cache, equivalents, sweep_mutmut, sweep_source
-from verify.sweep_result import SweepOutcome, SweepProgress, SweepResult
+from verify.run import cache
+from verify.sweep import equivalents
+from verify.sweep import mutmut_run as sweep_mutmut
+from verify.sweep import source as sweep_source
+from verify.sweep.result import SweepOutcome, SweepProgress, SweepResult
 
 DEFAULT_PATHS = ("runner",)
 DEFAULT_JOBS = os.cpu_count() or 1

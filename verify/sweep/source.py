@@ -10,7 +10,7 @@ import ast
 import difflib
 from dataclasses import dataclass
 
-from verify.sweep_result import DecoratedFunction
+from verify.sweep.result import DecoratedFunction
 
 # mutmut 3 trampolines a function with no decorator or exactly one of these; every other decorated
 # function is left unmutated (file_mutation.py, `_skip_node_and_children`).

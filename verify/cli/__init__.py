@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import typer
 
-from verify.cli_fixtures import fixtures_app
-from verify.cli_sweep import sweep_app
-from verify.cli_verify import mutations_app, verify_app
-from verify.generate_cmd import generate
+from verify.cli.fixtures import fixtures_app
+from verify.cli.generate import generate
+from verify.cli.sweep import sweep_app
+from verify.cli.verify import mutations_app, verify_app
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 app.command()(generate)

@@ -1,0 +1,5 @@
+"""The sweep: mutmut's operator mutants of the project's source, run against the gates in a private copy,
+mapped back to source functions and to the registered catalog; promotion of survivors; the equivalents file.
+
+May import `verify.run` (settings, the private copy, anchors) and `verify.report`; never `verify.cli`.
+"""
