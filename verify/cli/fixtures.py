@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from verify.fixtures.catalog import FixtureError, audit_fixture, build_fixture
+from verify.fixtures.catalog import DEFAULT_FIXTURE, FixtureError, audit_fixture, build_fixture
 from verify.fixtures.render import render_audit
 
 fixtures_app = typer.Typer(no_args_is_help=True, add_completion=False, help="Build and audit the shipped fixtures.")
@@ -16,7 +16,7 @@ fixtures_app = typer.Typer(no_args_is_help=True, add_completion=False, help="Bui
 
 @fixtures_app.command("build")
 def build_cmd(
-    fixture: Annotated[str, typer.Option(help="Fixture name.")] = "stride-dflash",
+    fixture: Annotated[str, typer.Option(help="Fixture name.")] = DEFAULT_FIXTURE,
     seed: Annotated[int | None, typer.Option(help="Override the recipe's seed.")] = None,
     out: Annotated[Path | None, typer.Option(help="Write under this folder instead of runner/fixtures/.")] = None,
 ) -> None:
@@ -32,9 +32,9 @@ def build_cmd(
 
 @fixtures_app.command("audit")
 def audit_cmd(
-    fixture: Annotated[str, typer.Option(help="Fixture name, or a folder holding target/, draft/, manifest.json.")] = (
-        "stride-dflash"
-    ),
+    fixture: Annotated[
+        str, typer.Option(help="Fixture name, or a folder holding target/, draft/, manifest.json.")
+    ] = DEFAULT_FIXTURE,
     json_path: Annotated[Path | None, typer.Option("--json", help="Also write the figures as JSON here.")] = None,
 ) -> None:
     """Prove the fixture can discriminate: every figure beside its threshold; exit 1 if one fails."""
