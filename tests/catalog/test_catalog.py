@@ -27,7 +27,7 @@ FIVE = {
 # live far back in the store): the survivor compared with its solo run, the paged store with the dense path.
 STORE_GATE = "tests/gates/test_gate_store_reads.py::"
 STORE_KILLERS = {
-    "reset-store-on-row-move": "test_survivors_draft_like_their_solo_runs",
+    "reset-store-on-row-move": "test_survivors_draft_like_their_solo_runs[copy-dflash]",
     "store-window": "test_long_context_drafts_like_dense[window]",
     "store-offset": "test_long_context_drafts_like_dense[offset]",
     "store-shared-between-rows": "test_rows_sharing_recent_tokens_draft_apart",

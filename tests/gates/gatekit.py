@@ -20,11 +20,13 @@ from runner.target import full_forward
 from runner.trace import StepRecord
 
 FIXTURES = Path(__file__).resolve().parents[2] / "runner" / "fixtures"
-FIXTURE = FIXTURES / "stride-dflash"
-FIXTURE2 = FIXTURES / "stride-dflash2"  # the DFlash2 pair: conv layers and the candidate walk
 # The default pair: a copy language whose drafted block is held far back in the draft's store.
 COPY = FIXTURES / "copy-dflash"
 COPY2 = FIXTURES / "copy-dflash2"
+STRIDE = FIXTURES / "stride-dflash"
+STRIDE2 = FIXTURES / "stride-dflash2"
+FIXTURE = COPY
+FIXTURE2 = STRIDE2  # the DFlash2 pair: conv layers and the candidate walk
 MAX_TOKENS = 24
 
 

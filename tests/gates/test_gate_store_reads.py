@@ -10,10 +10,13 @@ run with the control step by step.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from gatekit import (
     COPY,
+    COPY2,
     assert_discriminates,
     assert_same_drafts,
     greedy,
@@ -44,8 +47,8 @@ def offset_store(f: torch.Tensor, L: int, S: int) -> tuple[torch.Tensor, torch.T
     return f[:L], positions
 
 
-def solo(prompt: list[int], max_tokens: int, **config: object):
-    engine = make_engine(fixture=COPY, **config)
+def solo(prompt: list[int], max_tokens: int, fixture: Path = COPY, **config: object):
+    engine = make_engine(fixture=fixture, **config)
     (out,) = engine.generate([prompt], greedy(max_tokens=max_tokens))
     ids = list(out.prompt_ids) + list(out.token_ids)
     return engine, ids, engine.trace.for_request(out.request_id)
@@ -56,18 +59,20 @@ def stored_steps(records):
     return [r for r in records if r.store_len_before > 0]
 
 
-def test_survivors_draft_like_their_solo_runs(copy_prompts: list[list[int]]) -> None:
+@pytest.mark.parametrize("fixture", [COPY, COPY2], ids=["copy-dflash", "copy-dflash2"])
+def test_survivors_draft_like_their_solo_runs(copy_prompts: list[list[int]], fixture: Path) -> None:
     """Row compaction: request 0 finishes after a step or two, the survivors move down a row and a waiting
-    request joins; every survivor's drafted blocks equal its solo run's, step by step."""
+    request joins; every survivor's drafted blocks (DFlash2: the candidate walk's) equal its solo run's, step by
+    step."""
     budgets = [4, 28, 28, 28, 20]
-    engine = make_engine(fixture=COPY, max_num_seqs=4, page_size=4)
+    engine = make_engine(fixture=fixture, max_num_seqs=4, page_size=4)
     ids = [engine.add_request(p, greedy(max_tokens=n)) for p, n in zip(copy_prompts, budgets, strict=False)]
     while engine.has_unfinished():
         engine.step()
     moved = {rid for _, rid, _, _ in engine.trace.row_moves}
     assert {ids[1], ids[2], ids[3]} <= moved, f"the scenario must move every survivor: moves {engine.trace.row_moves}"
     for i in range(1, 5):
-        control, full, records = solo(copy_prompts[i], budgets[i])
+        control, full, records = solo(copy_prompts[i], budgets[i], fixture)
         stored = stored_steps(records)
         # A store reset when the row moves leaves only the pending rows: the control must see that.
         assert_discriminates(
