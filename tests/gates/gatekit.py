@@ -25,7 +25,11 @@ COPY = FIXTURES / "copy-dflash"
 COPY2 = FIXTURES / "copy-dflash2"
 STRIDE = FIXTURES / "stride-dflash"
 STRIDE2 = FIXTURES / "stride-dflash2"
-FIXTURE = COPY
+# The gates written for the stride pair stay on it: moved to the copy pair (measured with `dflash verify`), the
+# acceptance, paths and store gates lose their pinned kills (a copy draft reads its store, not the block rows
+# a stale read bound drops; a stop token or a leaked page on the copy prompts' longer runs hangs instead of
+# failing). The store gates (test_gate_store_reads) run on the copy pair.
+FIXTURE = STRIDE
 FIXTURE2 = STRIDE2  # the DFlash2 pair: conv layers and the candidate walk
 MAX_TOKENS = 24
 
@@ -127,8 +131,9 @@ def redraft(
         if draft.candidate_selector is None:
             path = logits.argmax(-1)
         else:
-            anchors = torch.tensor([ids[r.committed_len]])
-            path, _, _ = draft.candidate_selector.walk(hidden, logits, anchors, [0.0], [None])
+            with torch.inference_mode():
+                anchors = torch.tensor([ids[r.committed_len]])
+                path, _, _ = draft.candidate_selector.walk(hidden, logits, anchors, [0.0], [None])
         blocks.append(tuple(path[0].tolist()))
     return blocks
 
