@@ -63,7 +63,7 @@ def test_embedded_default_kills_every_mutation() -> None:
     assert all(r.status is Status.KILLED for r in statuses.values())
     for name, gate_files in FIVE.items():
         result = statuses[name]
-        observing = [g for g in result.red_by_assertion if any(f in g for f in gate_files)]
+        observing = [g for g in result.red_by_check if any(f in g for f in gate_files)]
         assert observing, f"{name} was not killed on an assertion by an observing gate: {result.killed_by}"
     for name, gate in STORE_KILLERS.items():
         assert STORE_GATE + gate in statuses[name].red_by_assertion, f"{name}: {statuses[name].red_by_assertion}"

@@ -8,6 +8,7 @@ the first test only, and a mutant would then be checked against that one test.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -154,3 +155,20 @@ def assert_discriminates(
             f"comparison refused: {what} changes only {share:.0%} of the control's drafted blocks "
             f"(needs {at_least:.0%}); this fixture and scenario cannot see that bug"
         )
+
+
+def assert_refused(kind: type[Exception], match: str, call: Callable[[], object]) -> None:
+    """The gate's check that `call` is refused by name: the named error with a matching message.
+
+    Anything else escaping (a raw JSONDecodeError, a torch RuntimeError from a late shape check) is this check
+    failing, so it is reported as an assertion, not left to escape as an unrelated exception.
+    """
+    try:
+        call()
+    except kind as error:
+        assert re.search(match, str(error)), f"{kind.__name__} raised, but {str(error)!r} does not match {match!r}"
+        return
+    except Exception as error:
+        got = f"{type(error).__name__}: {error}"
+        raise AssertionError(f"expected a named {kind.__name__} ({match!r}), got {got}") from error
+    raise AssertionError(f"expected a named {kind.__name__} ({match!r}); nothing was raised")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from gatekit import FIXTURE, greedy, make_engine
+from gatekit import FIXTURE, assert_refused, greedy, make_engine
 from safetensors.torch import load_file, save_file
 
 from runner import CheckpointError, ConfigMismatchError, Engine
@@ -53,27 +53,27 @@ def test_wrong_shape_is_refused(copy: Path) -> None:
     weights = load_file(str(copy / "draft" / "model.safetensors"))
     weights["fc.weight"] = weights["fc.weight"][:, :-1].contiguous()
     save_file(weights, str(copy / "draft" / "model.safetensors"))
-    with pytest.raises(CheckpointError, match="fc.weight has shape"):
-        Engine.from_pretrained(copy / "target", copy / "draft")
+    assert_refused(
+        CheckpointError, "fc.weight has shape", lambda: Engine.from_pretrained(copy / "target", copy / "draft")
+    )
 
 
 def test_missing_tensor_is_refused(copy: Path) -> None:
     weights = load_file(str(copy / "target" / "model.safetensors"))
     del weights["model.layers.0.self_attn.k_norm.weight"]
     save_file(weights, str(copy / "target" / "model.safetensors"))
-    with pytest.raises(CheckpointError, match="missing weights"):
-        Engine.from_pretrained(copy / "target")
+    assert_refused(CheckpointError, "missing weights", lambda: Engine.from_pretrained(copy / "target"))
 
 
 def test_draft_for_another_target_is_refused(copy: Path) -> None:
     cfg = json.loads((copy / "draft" / "config.json").read_text())
     cfg["dflash_config"]["target_layer_ids"] = [0, 7]
     (copy / "draft" / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(ConfigMismatchError, match="target_layer_ids"):
-        Engine.from_pretrained(copy / "target", copy / "draft")
+    assert_refused(
+        ConfigMismatchError, "target_layer_ids", lambda: Engine.from_pretrained(copy / "target", copy / "draft")
+    )
 
 
 def test_malformed_config_is_refused(copy: Path) -> None:
     (copy / "target" / "config.json").write_text("{not json")
-    with pytest.raises(CheckpointError, match="not valid JSON"):
-        Engine.from_pretrained(copy / "target")
+    assert_refused(CheckpointError, "not valid JSON", lambda: Engine.from_pretrained(copy / "target"))

@@ -24,9 +24,10 @@ def test_exit_without_result_is_a_crash_with_the_code(toy_copy) -> None:
     root = toy_copy()
     with Executor(load_config(root)) as executor:
         job = Job("exits", (TEST_MUL,), 30.0, _override(root, "return a * b", "return __import__('os')._exit(3)"))
-        [result], interrupted = executor.run([job], 1)
-    assert not interrupted
-    assert (result.state, result.reason) == ("crashed", "exited with code 3")
+        [result] = executor.run([job], 1)
+    assert (result.state, result.reason) == ("died", "exited with code 3")
+    # The gate that was running when the child exited is red by that exit, not by a check.
+    assert [(o.gate_id, o.outcome, o.exc_type) for o in result.outcomes] == [(TEST_MUL, "exception", "exit 3")]
 
 
 def test_ctrl_c_kills_children_and_keeps_finished_results(toy_copy) -> None:
@@ -36,14 +37,16 @@ def test_ctrl_c_kills_children_and_keeps_finished_results(toy_copy) -> None:
         Job("hangs", (TEST_SUB,), 30.0, _override(root, "return a - b", "while True: pass")),
     ]
 
+    seen = []
+
     def interrupt_after_first(result) -> None:
+        seen.append(result)
         raise KeyboardInterrupt
 
     started = time.monotonic()
-    with Executor(load_config(root)) as executor:
-        results, interrupted = executor.run(jobs, 2, interrupt_after_first)
-    assert interrupted
-    assert [r.key for r in results] == ["quick"] and results[0].state == "done"
+    with Executor(load_config(root)) as executor, pytest.raises(KeyboardInterrupt):
+        executor.run(jobs, 2, interrupt_after_first)
+    assert [r.key for r in seen] == ["quick"] and seen[0].state == "done"
     assert time.monotonic() - started < 20  # the hanging child was killed, not waited for
 
 
@@ -56,8 +59,8 @@ def test_private_copy_holds_the_project_files_and_the_parent_imports_nothing_of_
         "pyproject.toml", "tests/gates/test_arith.py", "toy/__init__.py", "toy/arith.py", "toy/text.py",
     ]  # fmt: skip
     with Executor(config) as executor:
-        copied = sorted(p.relative_to(executor.private_root).as_posix() for p in executor.private_root.rglob("*.py"))
-        [result], _ = executor.run([Job("plain", (TEST_MUL,), 30.0)], 1)
+        copied = sorted(p.relative_to(executor.pristine).as_posix() for p in executor.pristine.rglob("*.py"))
+        [result] = executor.run([Job("plain", (TEST_MUL,), 30.0)], 1)
     assert copied == ["tests/gates/test_arith.py", "toy/__init__.py", "toy/arith.py", "toy/text.py"]
     assert result.state == "done" and [o.outcome for o in result.outcomes] == ["passed"]
     assert "toy" not in sys.modules and "toy.arith" not in sys.modules

@@ -8,7 +8,16 @@ import json
 import pytest
 
 from verify.mutation import Mutation, MutationError, all_mutations, get, mutation, register, reset_registry
-from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, RunReport, Status, result_from_dict
+from verify.report.verdict import (
+    Baseline,
+    GateOutcome,
+    MutationResult,
+    Outcome,
+    RunReport,
+    Status,
+    result_from_dict,
+    status_from,
+)
 
 GOOD = {"name": "draft-skips-mask", "bug_class": "mask dropped (seen in a draft)", "file": "runner/draft.py",
         "anchor": "x = 1", "replacement": "x = 2"}  # fmt: skip
@@ -58,10 +67,11 @@ def test_decorator_refuses_a_function_not_returning_a_mutation() -> None:
         mutation(lambda: "not a mutation")
 
 
-def _report(*results: MutationResult, pins=(), required=None) -> RunReport:
+def _report(*results: MutationResult, pins=(), required=None, expected=()) -> RunReport:
     gates = tuple(GateOutcome(g, Outcome.PASSED, 0.1) for g in ("t.py::a", "t.py::b"))
     names = tuple(r.name for r in results)
-    return RunReport(Baseline("green", gates), results, names if required is None else required, pins)
+    required = names if required is None else required
+    return RunReport(Baseline("green", gates), results, required, pins, expected_survivors=expected)
 
 
 def _killed(name: str, *gates: str) -> MutationResult:
@@ -69,17 +79,47 @@ def _killed(name: str, *gates: str) -> MutationResult:
     return MutationResult(name, Status.KILLED, gates, gates, 0.5, "", outcomes)
 
 
-def test_score_counts_timeouts_and_crashes_but_not_stale_or_skipped() -> None:
+def test_score_counts_timeouts_and_crashes_but_not_stale_skipped_errors_or_declared() -> None:
     report = _report(
         _killed("k", "t.py::a"),
+        MutationResult("ca", Status.CAUGHT, ("t.py::a",)),
         MutationResult("s", Status.SURVIVED),
         MutationResult("t", Status.TIMEOUT),
         MutationResult("c", Status.CRASHED),
         MutationResult("st", Status.STALE),
         MutationResult("sk", Status.SKIPPED),
+        MutationResult("e", Status.ERROR),
+        MutationResult("eq", Status.EQUIVALENT),
+        MutationResult("u", Status.UNCOVERED),
     )
-    assert report.score == pytest.approx(1 / 4)
-    assert _report().score == 1.0  # nothing run: nothing failed
+    assert report.score == pytest.approx(2 / 5)  # (killed + caught) / (killed + caught + survived + timeout + crashed)
+    assert report.detected == pytest.approx(4 / 5)
+    assert _report().score is None  # nothing judged: no score, and the run fails
+    assert "empty catalog" in " ".join(_report().failures())
+
+
+@pytest.mark.parametrize(
+    ("kinds", "status"),
+    [
+        (("passed", "assertion", "exception"), Status.KILLED),
+        (("refusal",), Status.KILLED),
+        (("invariant", "exception", "timeout"), Status.CAUGHT),
+        (("exception", "timeout", "not-run"), Status.CRASHED),
+        (("passed", "timeout"), Status.TIMEOUT),
+        (("passed", "not-run"), Status.ERROR),
+        (("passed", "passed"), Status.SURVIVED),
+    ],
+)
+def test_status_follows_the_strongest_kind_of_red(kinds: tuple[str, ...], status: Status) -> None:
+    outcomes = tuple(GateOutcome(f"t.py::g{i}", Outcome(kind), 0.1) for i, kind in enumerate(kinds))
+    assert status_from(outcomes) is status
+
+
+def test_declared_survivor_is_reported_not_failed_and_its_kill_is_news() -> None:
+    survivor = _report(MutationResult("s", Status.SURVIVED), _killed("k", "t.py::a"), expected=(("s", "equivalent"),))
+    assert survivor.failures() == () and survivor.score == 1.0 and survivor.surprises == ()
+    killed = _report(_killed("s", "t.py::a"), expected=(("s", "equivalent"),))
+    assert killed.surprises == ("s",) and killed.failures() == ()
 
 
 def test_vacuous_gates_and_kills() -> None:

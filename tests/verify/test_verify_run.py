@@ -14,7 +14,7 @@ GATE = "tests/gates/test_arith.py::"
 
 EXPECTED = {
     "add-off-by-one": Status.KILLED,
-    "add-type-error": Status.KILLED,
+    "add-type-error": Status.CRASHED,  # a TypeError is red, but no gate's check fired
     "sub-swaps-operands": Status.KILLED,
     "mul-adds": Status.KILLED,
     "describe-label": Status.SURVIVED,
@@ -38,7 +38,9 @@ def test_each_mutation_gets_its_verdict(toy_run, name: str, status: Status) -> N
 def test_run_covers_the_whole_catalog_and_fails(toy_run) -> None:
     assert sorted(r.name for r in toy_run.report.mutations) == sorted(EXPECTED)
     assert toy_run.result.exit_code == 1, toy_run.result.output
-    assert toy_run.report.score == pytest.approx(4 / 8)  # killed / (killed + survived + timeout + crashed)
+    # (killed + caught) / (killed + caught + survived + timeout + crashed)
+    assert toy_run.report.score == pytest.approx(3 / 8)
+    assert toy_run.report.detected == pytest.approx(6 / 8)
 
 
 @pytest.mark.parametrize(
@@ -47,20 +49,26 @@ def test_run_covers_the_whole_catalog_and_fails(toy_run) -> None:
         ("stale-absent", "anchor not found"),
         ("stale-twice", "anchor matches 2 times"),
         ("orphan-unreached", "no gate reaches the mutated lines"),
-        ("mul-crashes", "killed by SIGABRT"),
-        ("sub-hangs", "killed after 3.0s"),
+        ("mul-crashes", "SIGABRT: killed by SIGABRT"),
+        ("sub-hangs", "Timeout: still running after"),
     ],
 )
 def test_reasons_name_the_cause(toy_run, name: str, reason: str) -> None:
-    assert _result(toy_run, name).reason == reason
+    assert _result(toy_run, name).reason.startswith(reason)
+
+
+def test_crashes_and_timeouts_are_confirmed_by_a_second_child(toy_run) -> None:
+    for name in ("mul-crashes", "sub-hangs", "add-type-error"):
+        assert _result(toy_run, name).attempts == 2, name
+    assert _result(toy_run, "add-off-by-one").attempts == 1  # a gate's own check needs no confirmation
 
 
 def test_killers_distinguish_assertion_from_exception(toy_run) -> None:
     by_assertion = _result(toy_run, "add-off-by-one")
     by_exception = _result(toy_run, "add-type-error")
-    assert by_assertion.killed_by == by_assertion.red_by_assertion == (GATE + "test_add",)
+    assert by_assertion.killed_by == by_assertion.red_by_check == (GATE + "test_add",)
     assert by_exception.killed_by == by_exception.red_by_exception == (GATE + "test_add",)
-    assert by_exception.red_by_assertion == ()
+    assert by_exception.red_by_check == ()
     assert by_exception.outcomes[0].exc_type == "TypeError"
 
 
@@ -97,7 +105,7 @@ def test_json_report_schema(toy_run) -> None:
     for entry in data["mutations"]:
         assert set(entry) >= {"name", "status", "killed_by", "ran", "duration_s", "reason", "diff", "bug_class"}
     assert {g["id"]: g["vacuous"] for g in data["gates"]}[GATE + "test_describe_runs"] is True
-    assert {g["id"]: g["kills"] for g in data["gates"]}[GATE + "test_add"] == 2
+    assert {g["id"]: g["kills"] for g in data["gates"]}[GATE + "test_add"] == 1  # the TypeError is no kill
     assert "test_not_a_gate" not in json.dumps(data)  # unmarked tests are not gates
 
 
@@ -108,7 +116,7 @@ def test_junit_report_parses(toy_run) -> None:
     assert cases["describe-label"].find("failure") is not None
     assert cases["stale-twice"].find("error") is not None
     assert cases["add-off-by-one"].find("failure") is None
-    assert suite.get("failures") == "4" and suite.get("errors") == "2"
+    assert suite.get("failures") == "5" and suite.get("errors") == "2"
 
 
 def test_html_report_is_self_contained_and_escaped(toy_run) -> None:

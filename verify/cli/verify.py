@@ -1,8 +1,10 @@
 """`dflash verify` (run the mutation matrix, merge shard reports) and `dflash mutations` (the catalog).
 
 Each command parses, calls one library function, writes the requested reports and renders. Exit
-codes: 0 every required mutation killed, nothing stale, no pinned killer lost, score >= --fail-under;
-1 otherwise; 2 usage or config errors; 3 a red or flaky baseline, or a failed harness self-check.
+codes: 0 every required mutation killed or caught, nothing stale, no pinned killer lost, score >=
+--fail-under; 1 otherwise; 2 usage or config errors; 3 a red or flaky baseline, or a failed harness
+self-check; 4 the harness could not reach a verdict for some mutation (error); 130/143 interrupted by
+SIGINT/SIGTERM (finished verdicts are cached and in the partial report).
 """
 
 from __future__ import annotations
@@ -25,13 +27,15 @@ from verify.report.terminal import (
 )
 from verify.report.verdict import RunReport
 from verify.run.apply import Stale, apply_mutation, details_for
-from verify.run.cache import ChangedSinceError
+from verify.run.cache import ChangedSinceError, ResultCache
+from verify.run.executor import interrupt_signal
 from verify.run.phases import BaselineError, HarnessError, RunOptions, SelectionError, Shard, run_verify
 from verify.run.settings import ConfigError, load_config, load_mutations
 
 __all__ = ["mutations_app", "verify_app"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_HARNESS = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_HARNESS, EXIT_ERROR = 0, 1, 2, 3, 4
+EXIT_SIGNAL = {"SIGINT": 130, "SIGTERM": 143}
 
 verify_app = typer.Typer(add_completion=False, help=__doc__)
 mutations_app = typer.Typer(add_completion=False, no_args_is_help=True, help="The registered mutation catalog.")
@@ -56,11 +60,26 @@ def _write(
         write_html(report, html, details)
 
 
+def _exit_code(report: RunReport, failures: tuple[str, ...]) -> int:
+    if report.interrupted_by:
+        return EXIT_SIGNAL.get(report.interrupted_by, 130)
+    if report.errors or report.harness_errors:
+        return EXIT_ERROR
+    return EXIT_FAILED if failures else EXIT_OK
+
+
 def _finish(report: RunReport, fail_under: float) -> None:
     render_report(report)
     failures = report.failures(fail_under)
-    render_failures(failures)
-    raise typer.Exit(EXIT_FAILED if failures else EXIT_OK)
+    render_failures(failures + report.harness_errors)
+    for result in report.errors:
+        render_error(f"{result.name}: no verdict ({result.reason})")
+    if report.interrupted_by:
+        done = sum(1 for r in report.mutations if r.status.is_judged or r.status.value in ("stale", "skipped"))
+        render_error(
+            f"interrupted by {report.interrupted_by}: {done} mutations finished (cached; the next run resumes)"
+        )
+    raise typer.Exit(_exit_code(report, failures))
 
 
 @verify_app.callback(invoke_without_command=True)
@@ -78,7 +97,10 @@ def verify(
     mutation: Annotated[
         list[str] | None, typer.Option("--mutation", "-m", help="Only this mutation (repeatable).")
     ] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Ignore and do not write .dflash-cache/.")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write .dflash-cache/.")] = False,
+    clear_cache: Annotated[
+        bool, typer.Option("--clear-cache", help="Delete .dflash-cache/ first, then run (everything re-runs).")
+    ] = False,
     project: ProjectOption = Path("."),
 ) -> None:
     """Run every registered mutation against the gates and report which gates catch which bugs."""
@@ -86,6 +108,8 @@ def verify(
         return
     try:
         config = load_config(project)
+        if clear_cache:
+            ResultCache(config.root).clear()
         mutations = load_mutations(config)
         options = RunOptions(
             jobs=jobs,
@@ -95,19 +119,32 @@ def verify(
             names=tuple(mutation or ()),
             use_cache=not no_cache,
         )
+        cache = ResultCache(config.root, enabled=not no_cache)
+
+        def partial(report: RunReport) -> None:
+            # Written as results arrive, so an interrupted run leaves what it finished behind.
+            if not no_cache:
+                cache.directory.mkdir(exist_ok=True)
+                write_json(report, cache.last_report)
+            if json is not None:
+                write_json(report, json)
+
         with PhaseProgress() as progress:
-            report = run_verify(config, mutations, options, progress)
+            report = run_verify(config, mutations, options, progress, on_report=partial)
     except (ConfigError, SelectionError, ChangedSinceError, MutationError) as error:
         render_error(str(error))
         raise typer.Exit(EXIT_USAGE) from None
     except (BaselineError, HarnessError) as error:
         render_error(str(error))
         raise typer.Exit(EXIT_HARNESS) from None
-    except KeyboardInterrupt:
-        render_error("interrupted before the baseline and self-check finished")
-        raise typer.Exit(EXIT_FAILED) from None
+    except KeyboardInterrupt as error:
+        signal_name = interrupt_signal(error)
+        render_error(f"interrupted by {signal_name} before the baseline and self-check finished; nothing to report")
+        raise typer.Exit(EXIT_SIGNAL.get(signal_name, 130)) from None
     details = details_for({r.name: mutations[r.name] for r in report.mutations}, config.root)
     _write(report, details, json, junit, html)
+    if not no_cache:
+        write_json(report, cache.last_report, details)
     if stryker is not None:
         write_stryker(report, stryker, details, config.root)
     _finish(report, fail_under)

@@ -64,7 +64,7 @@ def to_json(report: RunReport, details: Mapping[str, Detail] | None = None) -> d
     mutations = []
     for result in report.mutations:
         entry = dataclasses.asdict(result)
-        entry["red_by_assertion"] = list(result.red_by_assertion)
+        entry["red_by_check"] = list(result.red_by_check)
         entry["red_by_exception"] = list(result.red_by_exception)
         detail = details.get(result.name)
         if detail is not None:
@@ -81,6 +81,14 @@ def to_json(report: RunReport, details: Mapping[str, Detail] | None = None) -> d
         "mutations": mutations,
         "gates": [{"id": g, "kills": n, "vacuous": g in vacuous} for g, n in kills.items()],
         "score": report.score,
+        "detected": report.detected,
+        "counts": {str(s): report.count(s) for s in Status if report.count(s)},
+        "interrupted_by": report.interrupted_by,
+        "self_check": report.self_check,
+        "flaky_gates": [{"id": g, "what": what} for g, what in report.flaky_gates],
+        "expected_survivors": [{"name": n, "reason": why} for n, why in report.expected_survivors],
+        "surprises": list(report.surprises),
+        "harness_errors": list(report.harness_errors),
         "required": list(report.required),
         "pins": [{"name": name, "expect_killed_by": list(pins)} for name, pins in report.pins],
     }
@@ -106,6 +114,11 @@ def read_json(path: Path) -> tuple[RunReport, dict[str, Detail]]:
         pins=tuple((p["name"], tuple(p["expect_killed_by"])) for p in data.get("pins", ())),
         shard=data.get("shard", ""),
         interrupted=bool(data.get("interrupted", False)),
+        interrupted_by=data.get("interrupted_by", ""),
+        expected_survivors=tuple((e["name"], e["reason"]) for e in data.get("expected_survivors", ())),
+        flaky_gates=tuple((g["id"], g["what"]) for g in data.get("flaky_gates", ())),
+        self_check=data.get("self_check", ""),
+        harness_errors=tuple(data.get("harness_errors", ())),
     )
     details = {
         m["name"]: Detail(m["bug_class"], m["file"], m.get("diff", "")) for m in data["mutations"] if "file" in m
@@ -137,11 +150,16 @@ def merge(paths: Sequence[Path]) -> tuple[RunReport, dict[str, Detail]]:
         required=tuple(sorted({name for r in reports for name in r.required})),
         pins=tuple(sorted({pin for r in reports for pin in r.pins})),
         interrupted=any(r.interrupted for r in reports),
+        expected_survivors=tuple(sorted({e for r in reports for e in r.expected_survivors})),
+        flaky_gates=tuple(sorted({g for r in reports for g in r.flaky_gates})),
+        harness_errors=tuple(e for r in reports for e in r.harness_errors),
     )
     return merged, details
 
 
 _JUNIT_FAILURE = (Status.SURVIVED, Status.TIMEOUT, Status.CRASHED)
+_JUNIT_ERROR = (Status.STALE, Status.ERROR)
+_JUNIT_SKIPPED = (Status.SKIPPED, Status.EQUIVALENT, Status.UNCOVERED)
 
 
 def write_junit(report: RunReport, path: Path, details: Mapping[str, Detail] | None = None) -> None:
@@ -149,8 +167,8 @@ def write_junit(report: RunReport, path: Path, details: Mapping[str, Detail] | N
     details = details or {}
     suite = ET.Element("testsuite", name="dflash-verify", tests=str(len(report.mutations)))
     suite.set("failures", str(sum(1 for r in report.mutations if r.status in _JUNIT_FAILURE)))
-    suite.set("errors", str(report.count(Status.STALE)))
-    suite.set("skipped", str(report.count(Status.SKIPPED)))
+    suite.set("errors", str(sum(1 for r in report.mutations if r.status in _JUNIT_ERROR)))
+    suite.set("skipped", str(sum(1 for r in report.mutations if r.status in _JUNIT_SKIPPED)))
     suite.set("time", f"{sum(r.duration_s for r in report.mutations):.3f}")
     for result in report.mutations:
         case = ET.SubElement(suite, "testcase", classname="dflash.mutations", name=result.name)
@@ -160,23 +178,29 @@ def write_junit(report: RunReport, path: Path, details: Mapping[str, Detail] | N
         if result.status in _JUNIT_FAILURE:
             failure = ET.SubElement(case, "failure", message=message, type=str(result.status))
             failure.text = f"{detail.bug_class}\n{detail.diff}" if detail else message
-        elif result.status is Status.STALE:
-            ET.SubElement(case, "error", message=message, type="stale")
-        elif result.status is Status.SKIPPED:
+        elif result.status in _JUNIT_ERROR:
+            ET.SubElement(case, "error", message=message, type=str(result.status))
+        elif result.status in _JUNIT_SKIPPED:
             ET.SubElement(case, "skipped", message=message)
         else:
-            ET.SubElement(case, "system-out").text = "killed by " + ", ".join(result.killed_by)
+            ET.SubElement(case, "system-out").text = f"{result.status} by " + ", ".join(result.killed_by)
     ET.indent(suite)
     ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
 
 
 # Stryker's mutant states; a mutant no gate reaches is "NoCoverage", one that does not apply "Ignored".
+# Stryker leaves RuntimeError, CompileError and Ignored out of its score, as ours leaves out errors, stale
+# and declared mutants; it counts Timeout as detected, which our `detected` figure mirrors.
 _STRYKER_STATUS = {
     Status.KILLED: "Killed",
-    Status.SURVIVED: "Survived",
-    Status.TIMEOUT: "Timeout",
+    Status.CAUGHT: "Killed",
     Status.CRASHED: "RuntimeError",
-    Status.STALE: "Ignored",
+    Status.TIMEOUT: "Timeout",
+    Status.SURVIVED: "Survived",
+    Status.ERROR: "Ignored",
+    Status.STALE: "CompileError",
+    Status.EQUIVALENT: "Ignored",
+    Status.UNCOVERED: "Ignored",
     Status.SKIPPED: "Ignored",
 }
 
@@ -193,6 +217,8 @@ def to_stryker(report: RunReport, details: Mapping[str, Detail], root: Path) -> 
         status = _STRYKER_STATUS[result.status]
         if result.status is Status.SURVIVED and not result.ran:
             status = "NoCoverage"
+        if result.status is Status.SURVIVED and result.name in dict(report.expected_survivors):
+            status = "Ignored"  # declared to survive: outside the score, as in ours
         files[detail.file]["mutants"].append(
             {
                 "id": result.name,

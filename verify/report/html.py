@@ -35,10 +35,12 @@ pre { background: #f7f7f7; padding: 0.5em; overflow-x: auto; }
 # Cell text: A = red on an AssertionError (a check caught it), E = red on another exception or error.
 _CELL = {
     Outcome.ASSERTION: ("assertion", "A"),
+    Outcome.REFUSAL: ("assertion", "R"),
+    Outcome.INVARIANT: ("exception", "I"),
     Outcome.EXCEPTION: ("exception", "E"),
-    Outcome.ERROR: ("exception", "E"),
+    Outcome.TIMEOUT: ("exception", "T"),
+    Outcome.NOT_RUN: ("notrun", "?"),
     Outcome.PASSED: ("passed", "·"),
-    Outcome.SKIPPED: ("notrun", "s"),
 }
 
 

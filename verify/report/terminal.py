@@ -32,19 +32,25 @@ __all__ = [
 
 _STATUS_STYLE = {
     Status.KILLED: "green",
-    Status.SURVIVED: "bold red",
-    Status.TIMEOUT: "red",
+    Status.CAUGHT: "green",
     Status.CRASHED: "red",
+    Status.TIMEOUT: "red",
+    Status.SURVIVED: "bold red",
+    Status.ERROR: "bold magenta",
     Status.STALE: "magenta",
+    Status.EQUIVALENT: "dim",
+    Status.UNCOVERED: "dim",
     Status.SKIPPED: "dim",
 }
-# A = red on an AssertionError (a check caught the bug); E = red on another exception or an error.
+# A assertion, R refusal (the gate's checks), I a declared invariant, E another exception, T timeout, ? not run.
 _CELL = {
     Outcome.ASSERTION: "[white on red] A [/]",
+    Outcome.REFUSAL: "[white on red] R [/]",
+    Outcome.INVARIANT: "[white on blue] I [/]",
     Outcome.EXCEPTION: "[white on dark_orange] E [/]",
-    Outcome.ERROR: "[white on dark_orange] E [/]",
+    Outcome.TIMEOUT: "[white on dark_orange] T [/]",
+    Outcome.NOT_RUN: "[magenta] ? [/]",
     Outcome.PASSED: "[green] · [/]",
-    Outcome.SKIPPED: "[dim] s [/]",
 }
 
 
@@ -96,7 +102,10 @@ def render_report(report: RunReport, console: Console | None = None) -> None:
     console.print(table)
     for index, gate_id in enumerate(gate_ids, 1):
         console.print(f"  g{index} = {escape(gate_id)}", style="dim")
-    console.print("  A red on an assertion, E red on another exception, · green, blank not run", style="dim")
+    console.print(
+        "  A assertion, R refusal, I invariant, E other exception, T timeout, ? not run, · green, blank: not reached",
+        style="dim",
+    )
     for result in report.mutations:
         style = _STATUS_STYLE[result.status]
         killers = f" by {', '.join(result.killed_by)}" if result.killed_by else ""
@@ -104,7 +113,13 @@ def render_report(report: RunReport, console: Console | None = None) -> None:
         cached = " [dim]cached[/]" if result.cached else ""
         console.print(f"[{style}]{result.status:>8}[/] {escape(result.name)}{escape(killers + reason)}{cached}")
     counts = ", ".join(f"{report.count(s)} {s}" for s in Status if report.count(s))
-    console.print(f"\nscore {report.score:.3f}  ({counts})", style="bold")
+    score = "n/a" if report.score is None else f"{report.score:.3f}"
+    detected = "n/a" if report.detected is None else f"{report.detected:.3f}"
+    console.print(f"\nscore {score}  detected {detected}  ({counts})", style="bold")
+    for gate_id, what in report.flaky_gates:
+        console.print(f"[yellow]flaky:[/] {escape(gate_id)}: {escape(what)} (its kills are not counted)")
+    for name in report.surprises:
+        console.print(f"[cyan]news:[/] {escape(name)} was declared to survive and a gate now catches it")
     if report.vacuous_gates:
         console.print("[yellow]warning:[/] vacuous gates (no mutant turned them red):")
         for gate_id in report.vacuous_gates:

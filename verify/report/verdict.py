@@ -1,8 +1,12 @@
-"""Verdicts and result records of a verify run: what happened, never how it was found out.
+"""Verdicts and result records of a verify run: what each gate did, and the status that follows from it.
 
-A leaf: imports nothing internal. Every record is a frozen dataclass of plain values and StrEnums,
-so `dataclasses.asdict` plus `json.dumps` serialise it with no custom encoder. Derived facts (the
-score, vacuous gates, killers) are properties, computed from the records rather than stored twice.
+A leaf: imports nothing internal. Every record is a frozen dataclass of plain values and StrEnums, so
+`dataclasses.asdict` plus `json.dumps` serialise it with no custom encoder. Derived facts (the score,
+vacuous gates, killers) are properties, computed from the records rather than stored twice.
+
+How a red gate counts (PIT and Stryker keep the same distinctions): only a gate's own check (an assertion
+or its refusal) kills; a named invariant of the project catches; any other exception, a signal or an exit
+is a crash; a hang is a timeout; a gate that did not run is the harness's trouble, never a verdict.
 """
 
 from __future__ import annotations
@@ -21,28 +25,79 @@ __all__ = [
     "baseline_from_dict",
     "matches_gate",
     "result_from_dict",
+    "status_from",
 ]
 
 
-class Status(StrEnum):
-    KILLED = "killed"  # at least one gate went red
-    SURVIVED = "survived"  # every gate that ran stayed green (or no gate reaches the mutated lines)
-    TIMEOUT = "timeout"  # the child ran past its budget and was killed
-    CRASHED = "crashed"  # the child died by a signal or exited without a result
-    STALE = "stale"  # the anchor no longer matches exactly once, or the mutant does not compile
-    SKIPPED = "skipped"  # not selected this run (--changed-since)
-
-
 class Outcome(StrEnum):
+    """What one gate did against one mutant."""
+
     PASSED = "passed"
-    ASSERTION = "assertion"  # the test body failed on an AssertionError: the gate checked and caught it
-    EXCEPTION = "exception"  # the test body raised something else: red, but not by a check
-    ERROR = "error"  # setup or teardown failed, or the gate was not collected
-    SKIPPED = "skipped"
+    ASSERTION = "assertion"  # an AssertionError from the gate (its check fired)
+    REFUSAL = "refusal"  # pytest.fail / "DID NOT RAISE": the gate refused the behaviour by its own decision
+    INVARIANT = "invariant"  # an exception of a type the project declares as its named checks
+    EXCEPTION = "exception"  # any other exception, a signal or an exit while the gate ran
+    TIMEOUT = "timeout"  # the gate was running when the budget ran out
+    NOT_RUN = "not-run"  # never collected, interrupted, skipped, or the child ended first
 
     @property
     def is_red(self) -> bool:
-        return self in (Outcome.ASSERTION, Outcome.EXCEPTION, Outcome.ERROR)
+        return self in (Outcome.ASSERTION, Outcome.REFUSAL, Outcome.INVARIANT, Outcome.EXCEPTION, Outcome.TIMEOUT)
+
+    @property
+    def is_check(self) -> bool:
+        """Red because the gate's own check fired: the only kind of red that kills."""
+        return self in (Outcome.ASSERTION, Outcome.REFUSAL)
+
+    @property
+    def is_conclusive(self) -> bool:
+        """Needs no second run: a pass, or a gate's own check. Anything else is confirmed or retried."""
+        return self is Outcome.PASSED or self.is_check
+
+
+class Status(StrEnum):
+    """What became of one mutation, in order of precedence among the judged ones."""
+
+    KILLED = "killed"  # some gate red by assertion or refusal
+    CAUGHT = "caught"  # otherwise some gate red by a declared invariant
+    CRASHED = "crashed"  # otherwise red only by other exceptions, a signal or an exit (confirmed twice)
+    TIMEOUT = "timeout"  # otherwise a gate hung past twice its budget (confirmed twice)
+    SURVIVED = "survived"  # every gate that reaches the mutated lines ran and stayed green
+    ERROR = "error"  # the harness could not get a verdict (a gate did not run, twice; red once only)
+    STALE = "stale"  # the anchor no longer matches exactly once, or the mutant does not compile
+    EQUIVALENT = "equivalent"  # declared equivalent everywhere (sweeps): not a test gap
+    UNCOVERED = "uncovered"  # declared unobservable on this machine (a CUDA-only line on a CPU run)
+    SKIPPED = "skipped"  # not selected this run (--changed-since)
+
+    @property
+    def is_detected(self) -> bool:
+        return self in (Status.KILLED, Status.CAUGHT, Status.CRASHED, Status.TIMEOUT)
+
+    @property
+    def is_judged(self) -> bool:
+        """In the score's denominator: a verdict about the gates, good or bad."""
+        return self.is_detected or self is Status.SURVIVED
+
+    @property
+    def is_final(self) -> bool:
+        """May be cached: crashes, timeouts and errors are re-run next time, never replayed."""
+        return self in (Status.KILLED, Status.CAUGHT, Status.SURVIVED)
+
+
+def status_from(outcomes: tuple[GateOutcome, ...]) -> Status:
+    """The status that resolved per-gate outcomes imply (confirmation and retries happen before this)."""
+    kinds = {o.outcome for o in outcomes}
+    if any(kind.is_check for kind in kinds):
+        return Status.KILLED
+    for kind, status in (
+        (Outcome.INVARIANT, Status.CAUGHT),
+        (Outcome.EXCEPTION, Status.CRASHED),
+        (Outcome.TIMEOUT, Status.TIMEOUT),
+        (Outcome.NOT_RUN, Status.ERROR),
+    ):
+        if kind in kinds:
+            return status
+    return Status.SURVIVED
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +105,7 @@ class GateOutcome:
     gate_id: str
     outcome: Outcome
     duration_s: float
-    exc_type: str = ""  # the exception's type name when red
+    exc_type: str = ""  # the exception's type name when red; why it did not run when not-run
     message: str = ""  # the first line of its message, for a human reading why
 
 
@@ -58,20 +113,22 @@ class GateOutcome:
 class MutationResult:
     name: str
     status: Status
-    killed_by: tuple[str, ...] = ()
+    killed_by: tuple[str, ...] = ()  # gates red by the status's own kind (check, invariant, exception, timeout)
     ran: tuple[str, ...] = ()
     duration_s: float = 0.0
     reason: str = ""
     outcomes: tuple[GateOutcome, ...] = ()
     cached: bool = False
+    attempts: int = 1  # children it took: a second one confirms a crash or timeout, or retries a not-run gate
 
     @property
-    def red_by_assertion(self) -> tuple[str, ...]:
-        return tuple(o.gate_id for o in self.outcomes if o.outcome is Outcome.ASSERTION)
+    def red_by_check(self) -> tuple[str, ...]:
+        return tuple(o.gate_id for o in self.outcomes if o.outcome.is_check)
 
     @property
     def red_by_exception(self) -> tuple[str, ...]:
-        return tuple(o.gate_id for o in self.outcomes if o.outcome in (Outcome.EXCEPTION, Outcome.ERROR))
+        kinds = (Outcome.INVARIANT, Outcome.EXCEPTION, Outcome.TIMEOUT)
+        return tuple(o.gate_id for o in self.outcomes if o.outcome in kinds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,31 +154,68 @@ def matches_gate(gate_id: str, pin: str) -> bool:
 class RunReport:
     baseline: Baseline
     mutations: tuple[MutationResult, ...]
-    required: tuple[str, ...]  # names whose survival fails the run
+    required: tuple[str, ...]  # names whose not being killed or caught fails the run
     pins: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (mutation name, expect_killed_by)
     shard: str = ""  # "K/N" when this is one slice of a sharded run
     interrupted: bool = False
+    interrupted_by: str = ""  # "SIGINT" or "SIGTERM" when a signal ended the run early
+    expected_survivors: tuple[tuple[str, str], ...] = ()  # (mutation name, reason) declared expect="survives"
+    flaky_gates: tuple[tuple[str, str], ...] = ()  # (gate id, what it did on the unmutated tree)
+    self_check: str = ""  # "passed", "cached" or "" (merged reports)
+    harness_errors: tuple[str, ...] = ()  # trouble outside any one mutation (the user's tree changed, ...)
 
     def count(self, status: Status) -> int:
         return sum(1 for r in self.mutations if r.status is status)
 
     @property
-    def score(self) -> float:
-        """killed / (killed + survived + timeout + crashed): the share of run mutants a gate turned red.
+    def _expected_names(self) -> set[str]:
+        return {name for name, _ in self.expected_survivors}
 
-        Stale and skipped mutants are not in the denominator: no gate ran against them. Timeouts and
-        crashes are: a hang or a dead process is not a gate catching the bug. With nothing run, 1.0.
+    def _judged(self) -> list[MutationResult]:
+        # A declared survivor is Stryker's "Ignored": reported, outside the score.
+        expected = self._expected_names
+        return [r for r in self.mutations if r.status.is_judged and not (r.name in expected and not r.killed_by)]
+
+    @property
+    def score(self) -> float | None:
+        """(killed + caught) / (killed + caught + crashed + timeout + survived); None when nothing was judged.
+
+        A crash or a hang is not a gate catching the bug, so it counts against the score; stale, skipped,
+        errored, equivalent and uncovered mutants and declared survivors are outside it.
         """
-        judged = sum(self.count(s) for s in (Status.KILLED, Status.SURVIVED, Status.TIMEOUT, Status.CRASHED))
-        return self.count(Status.KILLED) / judged if judged else 1.0
+        judged = self._judged()
+        if not judged:
+            return None
+        return sum(1 for r in judged if r.status in (Status.KILLED, Status.CAUGHT)) / len(judged)
+
+    @property
+    def detected(self) -> float | None:
+        """The share detected in any way (crashes and timeouts included), as tools that count those report it."""
+        judged = self._judged()
+        if not judged:
+            return None
+        return sum(1 for r in judged if r.status.is_detected) / len(judged)
+
+    @property
+    def errors(self) -> tuple[MutationResult, ...]:
+        return tuple(r for r in self.mutations if r.status is Status.ERROR)
+
+    @property
+    def surprises(self) -> tuple[str, ...]:
+        """Declared survivors that a gate now kills or catches: news, not a failure."""
+        expected = self._expected_names
+        return tuple(
+            r.name for r in self.mutations if r.name in expected and r.status in (Status.KILLED, Status.CAUGHT)
+        )
 
     @property
     def gate_kills(self) -> dict[str, int]:
-        """How many mutants each baseline gate turned red, in baseline order."""
+        """How many mutants each baseline gate killed or caught, in baseline order."""
         kills = dict.fromkeys(self.baseline.gate_ids, 0)
         for result in self.mutations:
-            for gate_id in result.killed_by:
-                kills[gate_id] = kills.get(gate_id, 0) + 1
+            if result.status in (Status.KILLED, Status.CAUGHT):
+                for gate_id in result.killed_by:
+                    kills[gate_id] = kills.get(gate_id, 0) + 1
         return kills
 
     @property
@@ -129,7 +223,8 @@ class RunReport:
         """Gates no mutant turned red; empty when no mutant ran, since then nothing was tested."""
         if not any(r.ran for r in self.mutations):
             return ()
-        return tuple(gate_id for gate_id, kills in self.gate_kills.items() if kills == 0)
+        flaky = {gate for gate, _ in self.flaky_gates}
+        return tuple(g for g, kills in self.gate_kills.items() if kills == 0 and g not in flaky)
 
     @property
     def lost_pins(self) -> tuple[tuple[str, str], ...]:
@@ -138,36 +233,48 @@ class RunReport:
         lost = []
         for name, pins in self.pins:
             result = by_name.get(name)
-            if result is None or result.status in (Status.SKIPPED, Status.STALE):
+            if result is None or not result.status.is_judged:
                 continue
             lost += [(name, pin) for pin in pins if not any(matches_gate(g, pin) for g in result.killed_by)]
         return tuple(lost)
 
     def failures(self, fail_under: float = 0.0) -> tuple[str, ...]:
-        """Why this run fails (empty: exit 0): a required mutant not killed, a stale one, a lost pin."""
+        """Why this run fails (empty: exit 0, unless there are errors: exit 4)."""
         reasons = []
-        required = set(self.required)
+        required = set(self.required) - self._expected_names
         for result in self.mutations:
             if result.status is Status.STALE:
                 reasons.append(f"{result.name}: stale ({result.reason})")
-            elif result.name in required and result.status not in (Status.KILLED, Status.SKIPPED):
+            elif (
+                result.name in required
+                and result.status.is_judged
+                and result.status
+                not in (
+                    Status.KILLED,
+                    Status.CAUGHT,
+                )
+            ):
                 reasons.append(f"{result.name}: {result.status}")
         reasons += [f"{name}: pinned gate {pin} no longer kills it" for name, pin in self.lost_pins]
-        if self.score < fail_under:
-            reasons.append(f"score {self.score:.3f} is under --fail-under {fail_under:.3f}")
+        score = self.score
+        if score is None and not self.interrupted and not any(r.status is Status.SKIPPED for r in self.mutations):
+            reasons.append("no mutation was judged: an empty catalog proves nothing")
+        elif score is not None and score < fail_under:
+            reasons.append(f"score {score:.3f} is under --fail-under {fail_under:.3f}")
         if self.interrupted:
             reasons.append("interrupted before every mutation ran")
         return tuple(reasons)
 
 
+def _outcome(data: dict[str, Any]) -> GateOutcome:
+    return GateOutcome(
+        data["gate_id"], Outcome(data["outcome"]), float(data["duration_s"]), data.get("exc_type", ""),
+        data.get("message", ""),
+    )  # fmt: skip
+
+
 def result_from_dict(data: dict[str, Any]) -> MutationResult:
     """The inverse of `dataclasses.asdict` for a MutationResult (cache entries, shard reports)."""
-    outcomes = tuple(
-        GateOutcome(
-            o["gate_id"], Outcome(o["outcome"]), float(o["duration_s"]), o.get("exc_type", ""), o.get("message", "")
-        )
-        for o in data.get("outcomes", ())
-    )
     return MutationResult(
         name=data["name"],
         status=Status(data["status"]),
@@ -175,16 +282,11 @@ def result_from_dict(data: dict[str, Any]) -> MutationResult:
         ran=tuple(data.get("ran", ())),
         duration_s=float(data.get("duration_s", 0.0)),
         reason=data.get("reason", ""),
-        outcomes=outcomes,
+        outcomes=tuple(_outcome(o) for o in data.get("outcomes", ())),
         cached=bool(data.get("cached", False)),
+        attempts=int(data.get("attempts", 1)),
     )
 
 
 def baseline_from_dict(data: dict[str, Any]) -> Baseline:
-    gates = tuple(
-        GateOutcome(
-            g["gate_id"], Outcome(g["outcome"]), float(g["duration_s"]), g.get("exc_type", ""), g.get("message", "")
-        )
-        for g in data["gates"]
-    )
-    return Baseline(data["status"], gates)
+    return Baseline(data["status"], tuple(_outcome(g) for g in data["gates"]))

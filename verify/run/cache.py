@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,18 @@ from verify.run.settings import ProjectConfig, project_files
 __all__ = ["CACHE_DIR", "ChangedSinceError", "ResultCache", "changed_files", "tree_digest"]
 
 CACHE_DIR = ".dflash-cache"
-_FORMAT = "dflash-cache/1"  # bump when an entry's meaning changes, to orphan old entries
+_FORMAT = "dflash-cache/2"  # bump when an entry's meaning changes, to orphan old entries
+# The harness's own code: a change to how verdicts are reached re-runs everything, the self-check included.
+_VERIFY = Path(__file__).parents[1]
+_HARNESS = (_VERIFY / "run", _VERIFY / "report" / "verdict.py", _VERIFY / "mutation.py")
+
+
+def _harness_digest() -> bytes:
+    digest = hashlib.sha256()
+    for path in _HARNESS:
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            digest.update(file.name.encode() + b"\0" + file.read_bytes())
+    return digest.digest()
 
 
 class ChangedSinceError(Exception):
@@ -31,8 +43,9 @@ class ChangedSinceError(Exception):
 
 def tree_digest(config: ProjectConfig) -> str:
     """sha256 over the path and bytes of every file the gates run against, plus the run settings."""
-    digest = hashlib.sha256(_FORMAT.encode())
-    settings = (config.gates, config.source_roots, config.timeout_factor, config.timeout_min_s)
+    digest = hashlib.sha256(_FORMAT.encode() + _harness_digest())
+    settings = (config.gates, config.gate_marker, config.source_roots, config.invariant_errors, config.timeout_factor,
+                config.timeout_min_s)  # fmt: skip
     digest.update(repr(settings).encode())
     for rel in project_files(config):
         digest.update(rel.encode() + b"\0")
@@ -73,10 +86,36 @@ class ResultCache:
 
     def get(self, key: str) -> MutationResult | None:
         data = self._read(key)
-        return dataclasses.replace(result_from_dict(data), cached=True) if data else None
+        try:
+            result = result_from_dict(data) if data else None
+        except (KeyError, ValueError, TypeError):
+            return None  # a foreign entry is a miss
+        if result is None or not result.status.is_final:
+            return None  # crashes, timeouts and errors are never replayed
+        return dataclasses.replace(result, cached=True)
 
     def put(self, key: str, result: MutationResult) -> None:
-        self._write(key, dataclasses.asdict(result))
+        if result.status.is_final:
+            self._write(key, dataclasses.asdict(result))
+
+    def get_self_check(self, tree: str) -> bool:
+        return bool((self._read(f"selfcheck-{tree}") or {}).get("passed"))
+
+    def put_self_check(self, tree: str) -> None:
+        self._write(f"selfcheck-{tree}", {"passed": True})
+
+    def clear(self) -> int:
+        """Remove every entry; returns how many files went. Only the cache folder is touched."""
+        if not self.directory.is_dir():
+            return 0
+        files = [p for p in self.directory.iterdir() if p.is_file()]
+        shutil.rmtree(self.directory)
+        return len(files)
+
+    @property
+    def last_report(self) -> Path:
+        """Where a run keeps its report as results arrive (partial while it runs, whole when it ends)."""
+        return self.directory / "last-report.json"
 
     def get_baseline(self, tree: str) -> dict[str, Any] | None:
         return self._read(f"baseline-{tree}")
@@ -85,10 +124,27 @@ class ResultCache:
         self._write(f"baseline-{tree}", data)
 
 
+def _commit(root: Path, rev: str) -> str:
+    """The commit `rev` names, resolved so that no user string ever reaches git as an option."""
+    if not rev or rev.startswith("-"):
+        raise ChangedSinceError(f"--changed-since: {rev!r} is not a revision")
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
+            cwd=root, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+    except FileNotFoundError:
+        raise ChangedSinceError("git is not installed") from None
+    if done.returncode != 0:
+        raise ChangedSinceError(f"--changed-since: unknown revision {rev!r}, or {root} is not a git repository")
+    return done.stdout.strip()
+
+
 def changed_files(root: Path, rev: str) -> set[str]:
     """Paths (relative to the root) that differ between `rev` and the working tree, or are untracked."""
+    commit = _commit(root, rev)
     commands = (
-        ["git", "diff", "--name-only", "--relative", rev, "--"],
+        ["git", "diff", "--name-only", "--relative", commit, "--"],
         ["git", "ls-files", "--others", "--exclude-standard"],
     )
     found: set[str] = set()

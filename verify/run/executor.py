@@ -1,18 +1,17 @@
-"""The warm-parent fork executor: one forked child per job, gates run by pytest in a private copy.
+"""The warm-parent fork executor: one forked child per job, each in its own fresh copy of the project.
 
-The parent copies the project's source roots, gates, conftest files and pytest config into a temp
-dir, imports the preload modules (torch) and pytest once, and never imports the project's own
-modules. Each child purges them anyway, resolves them inside the private copy through a
-`MutantFinder` (serving the mutated text), runs `pytest.main` with the `Recorder` plugin and writes
-its outcomes as JSON to a result file before `os._exit`. The parent keeps up to N children alive,
-kills one past its timeout, and reports one that dies without a result as crashed. This module
-knows nothing of mutations' meaning, verdicts or caching.
+The parent copies the project's source roots, gates, conftest files and pytest config once into a pristine
+private tree, imports the preload modules (torch) and pytest, and never imports the project's own modules.
+Each child (`verify.run.child`) copies that tree for itself and journals its gates as they finish. The
+parent keeps up to N children alive, kills one past its budget (scaled by the machine's measured load),
+kills every child's whole process group when it ends, and turns what a child left behind into one outcome
+per gate: what finished, what was running when it hung or died, and what never ran. On SIGINT or SIGTERM
+every child is killed and the finished results are returned. It knows nothing of mutations or verdicts.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gc
 import importlib
 import io
@@ -24,7 +23,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,21 +31,21 @@ from typing import Any
 import pytest
 
 from verify.report.verdict import GateOutcome, Outcome
-from verify.run import coverage_map
-from verify.run.apply import MutantFinder
-from verify.run.recorder import Recorder
+from verify.run.child import JobPaths, run_child
+from verify.run.private_copy import copy_files
 from verify.run.settings import ProjectConfig, project_files
 
-__all__ = ["Executor", "Job", "JobResult"]
+__all__ = ["Executor", "Job", "JobResult", "load_scale", "signals_as_interrupts"]
 
 _POLL_S = 0.01
+_LOAD_SAMPLE_S = 0.5
 
 
 @dataclass(frozen=True, slots=True)
 class Job:
     key: str  # unique within one `Executor.run` call
     gate_ids: tuple[str, ...]  # node ids to run; () runs every gate under the configured gate paths
-    timeout_s: float
+    timeout_s: float  # on an idle machine; stretched by the load measured while the job runs
     overrides: tuple[tuple[str, str], ...] = ()  # (file relative to root, text served instead)
     measure_coverage: bool = False
     force_fail: bool = False
@@ -55,27 +54,56 @@ class Job:
 @dataclass(frozen=True, slots=True)
 class JobResult:
     key: str
-    state: str  # "done", "timeout" or "crashed"
+    state: str  # "done" (the child finished pytest), "timeout", or "died" (a signal or an exit)
     duration_s: float
     outcomes: tuple[GateOutcome, ...] = ()
     reason: str = ""
     pytest_exit: int = 0
     loaded: tuple[str, ...] = ()  # mutated files the child actually imported
-    collect_errors: tuple[str, ...] = ()
+    collect_errors: tuple[tuple[str, str], ...] = ()
     coverage: dict[str, Any] | None = None  # {"lines": ..., "fixtures": ...} when measured
 
 
-def _copy_private(config: ProjectConfig, dest: Path) -> None:
-    for rel in project_files(config):
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(config.root / rel, dest / rel)
+def load_scale() -> float:
+    """How much slower than idle a CPU-bound child runs now: runnable tasks per core, at least 1.
+
+    The 4th field of /proc/loadavg counts tasks runnable right now (not a 1-minute average, which lags a
+    load that starts with the run). It includes the sampling process itself, hence the minus one.
+    """
+    try:
+        running = int(Path("/proc/loadavg").read_text().split()[3].partition("/")[0]) - 1
+    except (OSError, ValueError, IndexError):
+        running = int(os.getloadavg()[0])
+    return max(1.0, running / (os.cpu_count() or 1))
+
+
+class _Interrupt(KeyboardInterrupt):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def signals_as_interrupts() -> Iterator[None]:
+    """SIGTERM (like SIGINT) interrupts the parent where it is, so it can kill children and clean up."""
+
+    def raise_interrupt(signum: int, frame: Any) -> None:
+        raise _Interrupt(signum)
+
+    previous = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def interrupt_signal(error: BaseException) -> str:
+    return signal.Signals(error.signum).name if isinstance(error, _Interrupt) else "SIGINT"
 
 
 def _warm_pytest(empty: Path) -> None:
-    """Run pytest once on an empty folder, so its plugins and entry points are imported before forking.
-
-    It never sees the project: its own rootdir and ini file, and nothing to collect.
-    """
+    """Run pytest once on an empty folder, so its plugins and entry points are imported before forking."""
     empty.mkdir()
     (empty / "pytest.ini").write_text("[pytest]\n")
     args = [str(empty), "-q", "-p", "no:cacheprovider", "-c", str(empty / "pytest.ini"), "--rootdir", str(empty)]
@@ -83,29 +111,31 @@ def _warm_pytest(empty: Path) -> None:
         pytest.main(args)
 
 
-def _inside(module: Any, root: Path) -> bool:
-    """A module loaded from the user's tree (a gate helper, a test module imported by an outer pytest run):
-    the child must import its own copy from the private tree, never reuse the parent's. Installed packages
-    are not the project's, even when the virtualenv lives inside the project folder."""
-    file = getattr(module, "__file__", None)
-    if not file or getattr(module, "__name__", "") == "__main__":
-        return False
-    path = Path(file).resolve()
-    return path.is_relative_to(root.resolve()) and not path.is_relative_to(Path(sys.prefix).resolve())
+@dataclass
+class _Running:
+    job: Job
+    paths: JobPaths
+    started: float
+    scales: list[float]
+
+    @property
+    def budget_s(self) -> float:
+        return self.job.timeout_s * (sum(self.scales) / len(self.scales))
 
 
 class Executor:
-    """Use as a context manager: the private copy lives exactly as long as the `with` block."""
+    """Use as a context manager: the private copies live exactly as long as the `with` block."""
 
     def __init__(self, config: ProjectConfig) -> None:
         self.config = config
-        self.private_root = Path()
+        self.pristine = Path()
         self._tmp = ""
+        self._count = 0
 
     def __enter__(self) -> Executor:
         self._tmp = tempfile.mkdtemp(prefix="dflash-verify-")
-        self.private_root = Path(self._tmp, "project").resolve()
-        _copy_private(self.config, self.private_root)
+        self.pristine = Path(self._tmp, "pristine").resolve()
+        copy_files(self.config.root, project_files(self.config), self.pristine)
         for name in self.config.preload:
             importlib.import_module(name)
         _warm_pytest(Path(self._tmp, "warm"))
@@ -120,41 +150,50 @@ class Executor:
 
     def run(
         self, jobs: Sequence[Job], num_jobs: int, on_done: Callable[[JobResult], None] | None = None
-    ) -> tuple[list[JobResult], bool]:
-        """Run every job, up to `num_jobs` children at once; returns (results in job order, interrupted).
+    ) -> list[JobResult]:
+        """Run every job, up to `num_jobs` children at once; results in job order.
 
-        On Ctrl-C the running children are killed and the finished results are returned.
+        On an interrupt (SIGINT, or SIGTERM under `signals_as_interrupts`) every running child's process
+        group is killed before the interrupt propagates; `on_done` has already seen every finished job.
         """
         pending = list(reversed(jobs))
-        running: dict[int, tuple[Job, float]] = {}
+        running: dict[int, _Running] = {}
         done: dict[str, JobResult] = {}
+        last_sample = 0.0
         try:
             while pending or running:
                 while pending and len(running) < max(1, num_jobs):
                     job = pending.pop()
-                    running[self._spawn(job)] = (job, time.monotonic())
+                    pid, paths = self._spawn(job)
+                    running[pid] = _Running(job, paths, time.monotonic(), [load_scale()])
+                if time.monotonic() - last_sample > _LOAD_SAMPLE_S:
+                    scale, last_sample = load_scale(), time.monotonic()
+                    for entry in running.values():
+                        entry.scales.append(scale)
                 if not self._reap(running, done, on_done):
                     time.sleep(_POLL_S)
-        except KeyboardInterrupt:
-            for pid in running:
+        finally:
+            for pid, entry in running.items():
                 self._kill(pid)
-            return [done[j.key] for j in jobs if j.key in done], True
-        return [done[j.key] for j in jobs], False
+                shutil.rmtree(entry.paths.base, ignore_errors=True)
+        return [done[j.key] for j in jobs]
 
-    def _reap(self, running: dict[int, tuple[Job, float]], done: dict[str, JobResult], on_done: Any) -> bool:
+    def _reap(self, running: dict[int, _Running], done: dict[str, JobResult], on_done: Any) -> bool:
         reaped = False
-        for pid, (job, started) in list(running.items()):
+        for pid, entry in list(running.items()):
             finished, status = os.waitpid(pid, os.WNOHANG)
-            elapsed = time.monotonic() - started
+            elapsed = time.monotonic() - entry.started
             if finished:
-                result = self._collect(job, os.waitstatus_to_exitcode(status), elapsed)
-            elif elapsed > job.timeout_s:
+                self._kill(pid)  # whatever the child left running in its group dies with it
+                result = self._collect(entry, os.waitstatus_to_exitcode(status), elapsed)
+            elif elapsed > entry.budget_s:
                 self._kill(pid)
-                result = JobResult(job.key, "timeout", elapsed, reason=f"killed after {job.timeout_s:.1f}s")
+                result = self._collect(entry, None, elapsed)
             else:
                 continue
             del running[pid]
-            done[job.key] = result
+            shutil.rmtree(entry.paths.base, ignore_errors=True)
+            done[entry.job.key] = result
             reaped = True
             if on_done is not None:
                 on_done(result)
@@ -168,14 +207,10 @@ class Executor:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
 
-    def _paths(self, job: Job) -> tuple[Path, Path]:
-        base = Path(self._tmp, "jobs")
-        base.mkdir(exist_ok=True)
-        return base / f"{job.key}.json", base / f"{job.key}.log"
-
-    def _spawn(self, job: Job) -> int:
-        result_path, log_path = self._paths(job)
-        result_path.unlink(missing_ok=True)
+    def _spawn(self, job: Job) -> tuple[int, JobPaths]:
+        self._count += 1
+        paths = JobPaths(Path(self._tmp, "jobs", f"{self._count}"))
+        paths.base.mkdir(parents=True)
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
@@ -183,10 +218,10 @@ class Executor:
             exit_code = 70
             try:
                 os.setpgid(0, 0)
-                log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                log_fd = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 os.dup2(log_fd, 1)
                 os.dup2(log_fd, 2)
-                exit_code = self._child(job, result_path)
+                exit_code = run_child(self.config, job, self.pristine, paths)
             except BaseException:
                 with contextlib.suppress(BaseException):
                     os.write(2, traceback.format_exc().encode())
@@ -194,64 +229,64 @@ class Executor:
                 os._exit(exit_code)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.setpgid(pid, pid)  # both sides set it, so a kill right after fork cannot miss
-        return pid
+        return pid, paths
 
-    def _child(self, job: Job, result_path: Path) -> int:
-        config, private = self.config, self.private_root
-        if "torch" in sys.modules:
-            sys.modules["torch"].set_num_threads(1)  # one core per child; the parent runs N of them
-        owned = config.top_level_names
-        for name in [m for m in sys.modules if m.partition(".")[0] in owned or _inside(sys.modules[m], config.root)]:
-            del sys.modules[name]
-        real_paths = {str((config.root / rel).resolve()) for rel in config.import_paths} | {str(config.root)}
-        import_roots = [(private / rel).resolve() for rel in config.import_paths]
-        sys.path[:] = [str(p) for p in import_roots] + [p for p in sys.path if p not in ("", ".", *real_paths)]
-        os.chdir(private)
-        overrides = {str(private / rel): text for rel, text in job.overrides}
-        finder = MutantFinder(import_roots, config.source_packages, overrides)
-        sys.meta_path.insert(0, finder)
-        cov = coverage_map.start(private, config.source_roots) if job.measure_coverage else None
-        recorder = Recorder(cov, job.force_fail)
-        args = [*(job.gate_ids or config.gates), "-m", config.gate_marker, "-p", "no:cacheprovider", "-q"]
-        args += ["--rootdir", str(private)]
-        exit_code = pytest.main(args, plugins=[recorder])
-        payload: dict[str, Any] = {
-            "outcomes": [dataclasses.asdict(o) for o in recorder.outcomes()],
-            "pytest_exit": int(exit_code),
-            "loaded": sorted(str(Path(p).relative_to(private)) for p in finder.loaded),
-            "collect_errors": recorder.collect_errors,
-        }
-        if cov is not None:
-            payload["coverage"] = {"lines": coverage_map.collect(cov, private), "fixtures": recorder.fixtures}
-        tmp = result_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(payload))
-        os.replace(tmp, result_path)
-        return 0
-
-    def _collect(self, job: Job, exit_code: int, elapsed: float) -> JobResult:
-        result_path, log_path = self._paths(job)
-        if exit_code < 0:
-            name = signal.Signals(-exit_code).name
-            return JobResult(job.key, "crashed", elapsed, reason=f"killed by {name}")
-        if exit_code != 0 or not result_path.is_file():
-            tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.is_file() else []
-            detail = f": {tail[0][:200]}" if tail else ""
-            return JobResult(job.key, "crashed", elapsed, reason=f"exited with code {exit_code}{detail}")
-        data = json.loads(result_path.read_text())
-        outcomes = [
-            GateOutcome(o["gate_id"], Outcome(o["outcome"]), o["duration_s"], o["exc_type"], o["message"])
-            for o in data["outcomes"]
-        ]
-        seen = {o.gate_id for o in outcomes}
-        # A gate asked for but never reported did not run: its module failed to import, which is red.
-        outcomes += [GateOutcome(g, Outcome.ERROR, 0.0, "NotCollected") for g in job.gate_ids if g not in seen]
+    def _collect(self, entry: _Running, exit_code: int | None, elapsed: float) -> JobResult:
+        job, paths = entry.job, entry.paths
+        started, finished = _read_journal(paths.journal)
+        data = json.loads(paths.result.read_text()) if exit_code == 0 and paths.result.is_file() else {}
+        if exit_code is None:
+            state, why = "timeout", f"still running after {entry.budget_s:.1f}s (budget {job.timeout_s:.1f}s x load)"
+            running_outcome = GateOutcome("", Outcome.TIMEOUT, elapsed, "Timeout", why)
+        elif data:
+            state, why = "done", ""
+            running_outcome = GateOutcome("", Outcome.NOT_RUN, 0.0, "Interrupted", "the session ended inside it")
+        else:
+            kind = signal.Signals(-exit_code).name if exit_code < 0 else f"exit {exit_code}"
+            what = f"killed by {kind}" if exit_code < 0 else f"exited with code {exit_code}"
+            tail = paths.log.read_text(errors="replace").strip().splitlines()[-1:] if paths.log.is_file() else []
+            state, why = "died", what + (f": {tail[0][:160]}" if tail else "")
+            running_outcome = GateOutcome("", Outcome.EXCEPTION, 0.0, kind, why)
+        collect_errors = tuple(tuple(e) for e in data.get("collect_errors", ()))
+        outcomes = list(finished.values())
+        in_progress = [g for g in started if g not in finished]
+        outcomes += [_replace_id(running_outcome, g) for g in in_progress]
+        seen = set(finished) | set(in_progress)
+        for gate_id in job.gate_ids:
+            if gate_id in seen:
+                continue
+            broken = [why for node, why in collect_errors if gate_id.startswith(node.rstrip(":") + "::")]
+            if broken:  # every child starts pristine, so only the mutant can break a gate's import
+                outcomes.append(GateOutcome(gate_id, Outcome.EXCEPTION, 0.0, "CollectError", broken[0]))
+            elif state == "timeout" and not started:
+                outcomes.append(_replace_id(running_outcome, gate_id))  # hung before any gate began
+            else:
+                outcomes.append(GateOutcome(gate_id, Outcome.NOT_RUN, 0.0, "NotRun", why or "never started"))
         return JobResult(
-            job.key,
-            "done",
-            elapsed,
-            tuple(outcomes),
-            pytest_exit=data["pytest_exit"],
-            loaded=tuple(data["loaded"]),
-            collect_errors=tuple(data["collect_errors"]),
-            coverage=data.get("coverage"),
-        )
+            job.key, state, elapsed, tuple(outcomes), why, int(data.get("pytest_exit", -1)),
+            tuple(data.get("loaded", ())), collect_errors, data.get("coverage"),
+        )  # fmt: skip
+
+
+def _replace_id(outcome: GateOutcome, gate_id: str) -> GateOutcome:
+    return GateOutcome(gate_id, outcome.outcome, outcome.duration_s, outcome.exc_type, outcome.message)
+
+
+def _read_journal(path: Path) -> tuple[list[str], dict[str, GateOutcome]]:
+    started: list[str] = []
+    finished: dict[str, GateOutcome] = {}
+    if not path.is_file():
+        return started, finished
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut short by a kill
+        if "started" in record:
+            started.append(record["started"])
+        else:
+            finished[record["gate_id"]] = GateOutcome(
+                record["gate_id"], Outcome(record["outcome"]), record["duration_s"], record["exc_type"],
+                record["message"],
+            )  # fmt: skip
+    return started, finished

@@ -1,47 +1,72 @@
-"""The pytest plugin a child runs the gates with: it records each gate's outcome, and nothing else.
+"""The pytest plugin a child runs the gates with: it records each gate's outcome as it happens, and nothing else.
 
-It classifies a red gate by where and how it went red (an AssertionError or a pytest.fail in the
-test body, "DID NOT RAISE" included, is a check that caught the bug; any other exception is red but
-not by a check; setup or teardown failures are errors), optionally switches coverage.py's dynamic
-context per test, and can force every gate red for the harness self-check. It knows nothing of mutations or forking.
+It classifies a red gate by how it went red: an AssertionError is the gate's check; `pytest.fail` (and
+pytest.raises' "DID NOT RAISE") is its refusal; an exception whose type (or a base of it) the project
+declares in `invariant_errors` is a named invariant; anything else is an exception. A gate that is skipped
+or never finishes is not-run. Each finished gate is appended to a JSON-lines journal at once, and each
+gate's start is journalled too, so the parent knows what finished and what was running when a child hangs,
+dies or is killed. It optionally switches coverage.py's dynamic context per test, and can force every gate
+red for the harness self-check. It knows nothing of mutations or forking.
 """
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Generator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from verify.report.verdict import GateOutcome, Outcome
+from verify.report.verdict import Outcome
 
-__all__ = ["Recorder"]
+__all__ = ["MutantInterrupt", "Recorder", "classify"]
+
+
+class MutantInterrupt(Exception):
+    """A KeyboardInterrupt raised by the code under test, not by a user: the child's process group never
+    receives the terminal's Ctrl-C (the parent kills children itself), so it is the mutant's own doing."""
+
+
+def _type_names(exc_type: type) -> set[str]:
+    return {n for cls in exc_type.__mro__ for n in (cls.__name__, f"{cls.__module__}.{cls.__qualname__}")}
+
+
+def classify(exc: BaseException, invariant_errors: Sequence[str]) -> Outcome:
+    if isinstance(exc, pytest.fail.Exception):
+        return Outcome.REFUSAL
+    if isinstance(exc, AssertionError):
+        return Outcome.ASSERTION
+    if set(invariant_errors) & _type_names(type(exc)):
+        return Outcome.INVARIANT
+    return Outcome.EXCEPTION
 
 
 class Recorder:
-    def __init__(self, coverage: Any = None, force_fail: bool = False) -> None:
+    def __init__(
+        self,
+        journal: Path,
+        invariant_errors: Sequence[str] = (),
+        coverage: Any = None,
+        force_fail: bool = False,
+    ) -> None:
+        self.journal = journal
+        self.invariant_errors = tuple(invariant_errors)
         self.coverage = coverage  # a started coverage.Coverage, or None
         self.force_fail = force_fail
-        self._outcome: dict[str, Outcome] = {}
-        self._exc_type: dict[str, str] = {}
-        self._message: dict[str, str] = {}
+        self._red: dict[str, tuple[Outcome, str, str]] = {}
         self._duration: dict[str, float] = {}
-        self.collect_errors: list[str] = []
+        self._done: set[str] = set()
+        self.collect_errors: list[tuple[str, str]] = []  # (node id, first line of why)
         self.fixtures: dict[str, list[str]] = {}  # gate id -> the fixture names it depends on
         self._context = ""
 
-    def outcomes(self, marked: set[str] | None = None) -> tuple[GateOutcome, ...]:
-        """Outcomes in run order, restricted to `marked` gate ids when given."""
-        return tuple(
-            GateOutcome(
-                gate_id,
-                outcome,
-                round(self._duration.get(gate_id, 0.0), 6),
-                self._exc_type.get(gate_id, ""),
-                self._message.get(gate_id, ""),
-            )
-            for gate_id, outcome in self._outcome.items()
-            if marked is None or gate_id in marked
-        )
+    def _write(self, record: dict[str, Any]) -> None:
+        with open(self.journal, "a") as journal:
+            journal.write(json.dumps(record) + "\n")
+            journal.flush()
+            os.fsync(journal.fileno())
 
     def _switch(self, context: str) -> str:
         previous, self._context = self._context, context
@@ -52,9 +77,12 @@ class Recorder:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
         self.fixtures[item.nodeid] = list(getattr(item, "fixturenames", ()))
+        self._write({"started": item.nodeid})
         self._switch(item.nodeid)
         yield
         self._switch("")
+        if item.nodeid not in self._done:  # the protocol ended without a call-phase verdict
+            self._finish(item.nodeid, Outcome.NOT_RUN, "NotRun", "the gate's protocol ended without running it")
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Any:
@@ -64,38 +92,66 @@ class Recorder:
         yield
         self._switch(previous)
 
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Any:
-        yield
+    def _guard(self) -> Generator[None, Any, Any]:
+        try:
+            return (yield)
+        except KeyboardInterrupt as error:
+            raise MutantInterrupt("KeyboardInterrupt raised inside the code under test") from error
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        return (yield from self._guard())
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        result = yield from self._guard()
         if self.force_fail:
             # Raised after the body, from inside the call phase: the report sees a genuine failure.
             raise AssertionError("dflash-verify harness self-check: forced failure")
+        return result
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
+        return (yield from self._guard())
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
         report = (yield).get_result()
-        if not report.failed or call.excinfo is None:
-            return
-        self._exc_type[item.nodeid] = call.excinfo.typename
-        self._message[item.nodeid] = (str(call.excinfo.value).strip().splitlines() or [""])[0][:200]
-        if call.when != "call":
-            self._outcome[item.nodeid] = Outcome.ERROR
-        elif call.excinfo.errisinstance((AssertionError, pytest.fail.Exception)):
-            # pytest.fail() and pytest.raises' "DID NOT RAISE" are checks the gate made, like an assert.
-            self._outcome[item.nodeid] = Outcome.ASSERTION
+        if not report.failed or call.excinfo is None or item.nodeid in self._red:
+            return  # the first red phase decides; a later teardown cannot change it
+        exc = call.excinfo.value
+        if isinstance(exc, MutantInterrupt):
+            outcome, exc_type = Outcome.EXCEPTION, "KeyboardInterrupt"
         else:
-            self._outcome[item.nodeid] = Outcome.EXCEPTION
+            outcome, exc_type = classify(exc, self.invariant_errors), call.excinfo.typename
+        message = (str(exc).strip().splitlines() or [""])[0][:200]
+        self._red[item.nodeid] = (outcome, exc_type, message)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         gate_id = report.nodeid
         self._duration[gate_id] = self._duration.get(gate_id, 0.0) + report.duration
-        if gate_id in self._outcome and self._outcome[gate_id].is_red:
-            return  # the first red phase decides; a later teardown cannot turn it green
-        if report.skipped:
-            self._outcome[gate_id] = Outcome.SKIPPED
-        elif report.passed and report.when in ("setup", "call"):
-            self._outcome[gate_id] = Outcome.PASSED
+        if gate_id in self._done:
+            return
+        if gate_id in self._red:
+            if report.when == "teardown" or report.failed:
+                self._finish(gate_id, *self._red[gate_id])
+        elif report.skipped:
+            reason = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else "skipped"
+            self._finish(gate_id, Outcome.NOT_RUN, "Skipped", reason[:200])
+        elif report.when == "teardown" and report.passed:
+            self._finish(gate_id, Outcome.PASSED, "", "")
+
+    def _finish(self, gate_id: str, outcome: Outcome, exc_type: str, message: str) -> None:
+        self._done.add(gate_id)
+        duration = round(self._duration.get(gate_id, 0.0), 6)
+        self._write(
+            {"gate_id": gate_id, "outcome": str(outcome), "duration_s": duration, "exc_type": exc_type,
+             "message": message}
+        )  # fmt: skip
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
-            self.collect_errors.append(report.nodeid or "<collection>")
+            text = str(report.longrepr)
+            lines = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
+            why = lines[-1] if lines else (text.strip().splitlines() or [""])[-1]
+            self.collect_errors.append((report.nodeid or "<collection>", why[:200]))

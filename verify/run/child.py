@@ -1,0 +1,111 @@
+"""One forked child's life: its own pristine copy of the project, its own cwd, temp dir and modules, then the
+gates under pytest with the mutated text served by the import hook, journalled gate by gate.
+
+Nothing a child does can reach another child or the user's tree through the files it was given: it works
+in a fresh copy of the parent's pristine private copy, which no child ever writes. Runs only in a child
+that `verify.run.executor` forked, and ends with `os._exit`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from verify.run import coverage_map
+from verify.run.apply import MutantFinder
+from verify.run.recorder import Recorder
+from verify.run.settings import ProjectConfig
+
+__all__ = ["JobPaths", "run_child"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobPaths:
+    """Where one child works and what it leaves for the parent."""
+
+    base: Path  # the child's own folder: project copy, temp dir, journal, result, log
+
+    @property
+    def project(self) -> Path:
+        return self.base / "project"
+
+    @property
+    def tmp(self) -> Path:
+        return self.base / "tmp"
+
+    @property
+    def journal(self) -> Path:
+        return self.base / "journal.jsonl"
+
+    @property
+    def result(self) -> Path:
+        return self.base / "result.json"
+
+    @property
+    def log(self) -> Path:
+        return self.base / "child.log"
+
+
+def _inside(module: Any, root: Path) -> bool:
+    """A module loaded from the user's tree (a gate helper, a test module imported by an outer pytest run):
+    the child must import its own copy from the private tree, never reuse the parent's. Installed packages
+    are not the project's, even when the virtualenv lives inside the project folder."""
+    file = getattr(module, "__file__", None)
+    if not file or getattr(module, "__name__", "") == "__main__":
+        return False
+    path = Path(file).resolve()
+    return path.is_relative_to(root.resolve()) and not path.is_relative_to(Path(sys.prefix).resolve())
+
+
+def _isolate(config: ProjectConfig, pristine: Path, paths: JobPaths) -> Path:
+    """Copy the pristine tree, purge the project's modules, point sys.path, cwd and temp at this child's own."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)  # the parent decides when a child ends
+    shutil.copytree(pristine, paths.project, symlinks=True)
+    paths.tmp.mkdir()
+    os.environ["TMPDIR"] = str(paths.tmp)
+    tempfile.tempdir = str(paths.tmp)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)  # one core per child; the parent runs N of them
+    owned = set(config.top_level_names)
+    for name in [m for m in sys.modules if m.partition(".")[0] in owned or _inside(sys.modules[m], config.root)]:
+        del sys.modules[name]
+    private = paths.project.resolve()
+    real_paths = {str((config.root / rel).resolve()) for rel in config.import_paths} | {str(config.root)}
+    import_roots = [str((private / rel).resolve()) for rel in config.import_paths]
+    sys.path[:] = import_roots + [p for p in sys.path if p not in ("", ".", *real_paths)]
+    os.chdir(private)
+    return private
+
+
+def run_child(config: ProjectConfig, job: Any, pristine: Path, paths: JobPaths) -> int:
+    """The child's body; returns its exit code. `job` is a `verify.run.executor.Job`."""
+    private = _isolate(config, pristine, paths)
+    overrides = {str(private / rel): text for rel, text in job.overrides}
+    finder = MutantFinder([private / rel for rel in config.import_paths], config.source_packages, overrides)
+    sys.meta_path.insert(0, finder)
+    cov = coverage_map.start(private, config.source_roots) if job.measure_coverage else None
+    recorder = Recorder(paths.journal, config.invariant_errors, cov, job.force_fail)
+    args = [*(job.gate_ids or config.gates), "-m", config.gate_marker, "-p", "no:cacheprovider", "-q"]
+    args += ["--rootdir", str(private)]
+    exit_code = pytest.main(args, plugins=[recorder])
+    payload: dict[str, Any] = {
+        "pytest_exit": int(exit_code),
+        "loaded": sorted(str(Path(p).relative_to(private)) for p in finder.loaded),
+        "collect_errors": recorder.collect_errors,
+    }
+    if cov is not None:
+        payload["coverage"] = {"lines": coverage_map.collect(cov, private), "fixtures": recorder.fixtures}
+    tmp = paths.result.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload))
+    os.replace(tmp, paths.result)
+    return 0
