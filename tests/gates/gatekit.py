@@ -26,10 +26,9 @@ COPY = FIXTURES / "copy-dflash"
 COPY2 = FIXTURES / "copy-dflash2"
 STRIDE = FIXTURES / "stride-dflash"
 STRIDE2 = FIXTURES / "stride-dflash2"
-# The gates written for the stride pair stay on it: moved to the copy pair (measured with `dflash verify`), the
-# acceptance, paths and store gates lose their pinned kills (a copy draft reads its store, not the block rows
-# a stale read bound drops; a stop token or a leaked page on the copy prompts' longer runs hangs instead of
-# failing). The store gates (test_gate_store_reads) run on the copy pair.
+# The gates written for the stride pair stay on it: moved to the copy pair (one full `dflash verify`), the
+# acceptance, paths and store gates lost four pinned kills, two of them to timeouts (see README, Fixtures).
+# The store gates (test_gate_store_reads) run on the copy pair.
 FIXTURE = STRIDE
 FIXTURE2 = STRIDE2  # the DFlash2 pair: conv layers and the candidate walk
 MAX_TOKENS = 24
