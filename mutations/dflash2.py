@@ -47,4 +47,13 @@ register(
         "        indices.append(None)",
         expect_killed_by=(f"{GATES}::test_sampled_dflash2_rejects_with_the_walks_q",),
     ),
+    Mutation(
+        name="walk-q-wrong-temperature",
+        bug_class="The DFlash2 walk samples and computes its q at temperature 1 instead of the request's: lossless "
+        "(the path was drawn from that q), but the proposal is not the draft's tempered distribution.",
+        file="runner/dflash2.py",
+        anchor="q[row] = sampling_probs(scores[row], temperature)",
+        replacement="q[row] = sampling_probs(scores[row], 1.0)",
+        expect_killed_by=(f"{GATES}::test_sampled_dflash2_q_is_the_walks_tempered_distribution",),
+    ),
 )

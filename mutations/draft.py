@@ -3,6 +3,7 @@
 from verify.mutation import Mutation, register
 
 NUMERICS = "tests/gates/test_gate_numerics.py::test_draft_block_logits_match_dense_reference"
+SCALED = "tests/gates/test_gate_numerics.py::test_draft_logits_scaled_and_capped_as_configured"
 
 register(
     Mutation(
@@ -46,18 +47,27 @@ register(
         bug_class="The block is drafted from [MASK x B] without the anchor token (block ids built before the anchor "
         "is written).",
         file="runner/proposer.py",
-        anchor="block_ids[:, 0] = torch.tensor([r.anchor for r in requests], device=engine.device)",
+        anchor="block_ids[:, 0] = anchors",
         replacement="pass  # anchor never written into the block",
         expect_killed_by=(NUMERICS, "tests/gates/test_gate_acceptance.py::test_acceptance_above_measured_floor"),
     ),
     Mutation(
         name="draft-logits-skip-output-multiplier",
-        bug_class="The draft's output_multiplier/softcap are not applied to its logits (config keys read by the "
-        "reference but dropped by a port).",
+        bug_class="The draft's output_multiplier is not applied to its logits (a config key read by the reference "
+        "but dropped by a port); invisible on a draft whose multiplier is 1.",
         file="runner/draft.py",
         anchor="logits = lm_head(hidden) * cfg.output_multiplier",
-        replacement="logits = lm_head(hidden) * 0.5",
-        expect_killed_by=(NUMERICS,),
+        replacement="logits = lm_head(hidden)",
+        expect_killed_by=(SCALED,),
+    ),
+    Mutation(
+        name="draft-logits-skip-softcap",
+        bug_class="The draft's final_logit_softcapping is not applied to its logits (dropped by a port); invisible "
+        "on a draft without a soft-cap.",
+        file="runner/draft.py",
+        anchor="if cfg.final_logit_softcapping is not None and cfg.final_logit_softcapping > 0:",
+        replacement="if False:",
+        expect_killed_by=(SCALED,),
     ),
     Mutation(
         name="sdpa-causal-block-mask",

@@ -27,5 +27,6 @@ register(
         file="runner/scheduler.py",
         anchor="while self.waiting and self.num_running < self.max_rows:",
         replacement="while self.waiting and self.num_running <= self.max_rows:",
+        expect_killed_by=("tests/gates/test_gate_rules.py::test_admission_respects_max_rows_and_pages",),
     ),
 )

@@ -9,8 +9,8 @@ register(
         name="greedy-accepts-one-extra",
         bug_class="Greedy acceptance counts one drafted token past the longest matching prefix.",
         file="runner/sampling.py",
-        anchor="return match.to(torch.int64).cumprod(dim=1).sum(dim=1).tolist()",
-        replacement="return (match.to(torch.int64).cumprod(dim=1).sum(dim=1) + 1).clamp(max=drafted.shape[1]).tolist()",
+        anchor="return match.to(torch.int64).cumprod(dim=1).sum(dim=1)",
+        replacement="return (match.to(torch.int64).cumprod(dim=1).sum(dim=1) + 1).clamp(max=drafted.shape[1])",
         expect_killed_by=("tests/gates/test_gate_acceptance.py::test_speculative_equals_plain_decoding",),
     ),
     Mutation(
@@ -18,16 +18,16 @@ register(
         bug_class="Rejection sampling accepts with probability p instead of min(1, p/q), biasing the output "
         "distribution away from the target's.",
         file="runner/sampling.py",
-        anchor="if not u * q < p:",
-        replacement="if not u < p:",
+        anchor="accepted = (u * q < p).long().cumprod(0).sum()",
+        replacement="accepted = (u < p).long().cumprod(0).sum()",
         expect_killed_by=(RULE,),
     ),
     Mutation(
         name="residual-not-subtracting-draft",
         bug_class="After a rejection the token is resampled from p instead of norm(max(p - q, 0)).",
         file="runner/sampling.py",
-        anchor="                residual -= draft_probs[i]\n",
-        replacement="                pass\n",
+        anchor="residual = target_probs[:n] - draft_probs",
+        replacement="residual = target_probs[:n].clone()",
         expect_killed_by=(RULE,),
     ),
     Mutation(
@@ -37,5 +37,58 @@ register(
         anchor="if 0 < top_k < vocab:",
         replacement="if False:",
         expect_killed_by=("tests/gates/test_gate_sampling.py::test_degenerate_filters_reduce_to_greedy",),
+    ),
+)
+
+DISTRIBUTION = "tests/gates/test_gate_distribution.py"
+P_AND_Q = f"{DISTRIBUTION}::test_rule_gets_the_tempered_filtered_p_and_q"
+OUTPUT = f"{DISTRIBUTION}::test_sampled_output_is_distributed_as_plain_sampling"
+
+register(
+    Mutation(
+        name="draft-q-wrong-temperature",
+        bug_class="The draft samples its block and computes q at temperature 1 instead of the request's: still "
+        "lossless (the tokens were drawn from that q), but the proposal is not the draft's tempered distribution "
+        "and acceptance drops.",
+        file="runner/proposer.py",
+        anchor="q = sampling_probs(logits[row, :n], p.temperature, p.top_p, p.top_k)",
+        replacement="q = sampling_probs(logits[row, :n], 1.0, p.top_p, p.top_k)",
+        expect_killed_by=(P_AND_Q,),
+    ),
+    Mutation(
+        name="q-handed-untempered",
+        bug_class="The draft samples from its tempered q but hands the acceptance rule q at temperature 1 (the "
+        "temperature applied on one side of p/q only): the output is no longer the target's distribution.",
+        file="runner/proposer.py",
+        anchor="        probs.append(q)\n",
+        replacement="        probs.append(sampling_probs(logits[row, :n], 1.0, p.top_p, p.top_k))\n",
+        expect_killed_by=(P_AND_Q, OUTPUT),
+    ),
+    Mutation(
+        name="draft-q-ignores-top-p-top-k",
+        bug_class="The draft's q drops the request's top-p/top-k filter that the target's p applies (filters on "
+        "one side of p/q only): lossless, but drafted tokens outside the filter are always rejected.",
+        file="runner/proposer.py",
+        anchor="q = sampling_probs(logits[row, :n], p.temperature, p.top_p, p.top_k)",
+        replacement="q = sampling_probs(logits[row, :n], p.temperature)",
+        expect_killed_by=(P_AND_Q,),
+    ),
+    Mutation(
+        name="target-p-untempered-in-verify",
+        bug_class="The verify step computes the target's p at temperature 1 while the first token uses the "
+        "request's temperature: every speculative token is sampled at the wrong temperature.",
+        file="runner/engine.py",
+        anchor="target_probs = sampling_probs(logits[row, : sizes[row]], p.temperature, p.top_p, p.top_k)",
+        replacement="target_probs = sampling_probs(logits[row, : sizes[row]], 1.0, p.top_p, p.top_k)",
+        expect_killed_by=(P_AND_Q, OUTPUT),
+    ),
+    Mutation(
+        name="target-p-ignores-top-p-top-k",
+        bug_class="The verify step's p drops the request's top-p/top-k filter: speculative tokens can come from "
+        "outside the filter that plain sampling respects.",
+        file="runner/engine.py",
+        anchor="target_probs = sampling_probs(logits[row, : sizes[row]], p.temperature, p.top_p, p.top_k)",
+        replacement="target_probs = sampling_probs(logits[row, : sizes[row]], p.temperature)",
+        expect_killed_by=(P_AND_Q, OUTPUT),
     ),
 )

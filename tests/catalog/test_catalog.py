@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from verify.mutation import Mutation
-from verify.report.verdict import Status
+from verify.report.verdict import Status, matches_gate
 from verify.run.apply import Applied, apply_mutation
 from verify.run.phases import RunOptions, run_verify
 from verify.run.settings import load_config, load_mutations
@@ -61,6 +61,12 @@ def test_embedded_default_kills_every_mutation() -> None:
     assert not report.failures(), report.failures()
     statuses = {r.name: r for r in report.mutations}
     assert all(r.status is Status.KILLED for r in statuses.values())
+    # An honest catalog: each entry is killed by an assertion (or a gate's refusal) of a gate it pins, never
+    # only by an exception.
+    for name, mutation in CATALOG.items():
+        result = statuses[name]
+        pinned = [g for g in result.red_by_check if any(matches_gate(g, p) for p in mutation.expect_killed_by)]
+        assert pinned, f"{name}: no pinned gate went red by assertion or refusal (red by check: {result.red_by_check})"
     for name, gate_files in FIVE.items():
         result = statuses[name]
         observing = [g for g in result.red_by_check if any(f in g for f in gate_files)]

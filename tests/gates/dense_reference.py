@@ -92,6 +92,24 @@ def walk(d: Checkpoint, hidden: torch.Tensor, logits: torch.Tensor, anchor: int)
     return path
 
 
+def walk_distributions(
+    d: Checkpoint, hidden: torch.Tensor, logits: torch.Tensor, anchor: int, path: list[int], temperature: float
+) -> list[dict[int, float]]:
+    """A sampled walk's per-step distribution over its candidates, {candidate id: probability}, along the path it
+    took: at step t the predecessor is path[t - 1] (the anchor at t = 0) and q_t = softmax(scores_t / T)."""
+    k = d.cfg["dflash_config"]["selector_top_k"]
+    pred, succ = d.w["candidate_selector.predecessor_codebook"], d.w["candidate_selector.successor_codebook"]
+    projected = hidden @ d.w["candidate_selector.hidden_projection.weight"].T
+    previous, out = anchor, []
+    for t in range(len(path)):
+        unary, candidates = logits[t].topk(k)
+        scores = unary + (succ[candidates] * (pred[previous] * projected[t])).sum(-1)
+        probs = torch.softmax(scores.double() / temperature, -1)
+        out.append({int(c): float(q) for c, q in zip(candidates, probs, strict=True)})
+        previous = path[t]
+    return out
+
+
 def target_forward(t: Checkpoint, ids: list[int]) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """Logits [T, V] and every layer's output as HF's hidden_states[1:] gives it (the last one after the final
     norm) for one causal sequence."""
@@ -158,3 +176,24 @@ def draft_block(
 
 def draft_block_logits(d: Checkpoint, t: Checkpoint, context_ids: list[int], anchor: int, size: int) -> torch.Tensor:
     return draft_block(d, t, context_ids, anchor, size)[1]
+
+
+def filtered_probs(logits: torch.Tensor, temperature: float, top_p: float = 1.0, top_k: int = 0) -> torch.Tensor:
+    """The distribution a request with (temperature, top_p, top_k) samples from, written out per row in float64:
+    softmax(logits / T) restricted to the top-k tokens, then to the smallest prefix (by probability) whose mass
+    reaches top_p (the token that crosses it included), renormalised. logits: [..., V] -> float32 [..., V]."""
+    flat = logits.detach().double().reshape(-1, logits.shape[-1])
+    out = torch.zeros_like(flat)
+    for row, scores in enumerate(flat):
+        probs = torch.softmax(scores / temperature, -1)
+        order = probs.argsort(descending=True)
+        limit = top_k if top_k > 0 else probs.numel()
+        restricted = probs[order[:limit]] / probs[order[:limit]].sum()
+        mass = 0.0
+        for rank, index in enumerate(order[:limit]):
+            if mass >= top_p:
+                break
+            out[row, index] = probs[index]
+            mass += float(restricted[rank])
+        out[row] /= out[row].sum()
+    return out.reshape(logits.shape).float()

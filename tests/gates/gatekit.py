@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import runner.engine
 from runner import Engine, EngineConfig, SamplingParams
 from runner.draft import DraftInputs
 from runner.target import full_forward
@@ -154,6 +155,30 @@ def assert_discriminates(
             f"comparison refused: {what} changes only {share:.0%} of the control's drafted blocks "
             f"(needs {at_least:.0%}); this fixture and scenario cannot see that bug"
         )
+
+
+def rejection_calls(engine, prompts: list[list[int]], params: list[SamplingParams], monkeypatch):
+    """Runs the batch and records every call of the acceptance rule: the request (found by its generator), its
+    tokens up to the anchor at that moment, and the drafted ids, p and q the rule was handed."""
+    calls = []
+    accept = runner.engine.rejection_accept
+    owners: dict[int, int] = {}
+
+    def spy(drafted, target_probs, draft_probs, draft_indices, generator):
+        request = engine._requests[owners[id(generator)]]
+        prefix = list(request.token_ids[: request.num_committed + 1])
+        calls.append(
+            (request.request_id, prefix, [int(t) for t in drafted], target_probs.clone(), draft_probs, draft_indices)
+        )
+        return accept(drafted, target_probs, draft_probs, draft_indices, generator)
+
+    monkeypatch.setattr(runner.engine, "rejection_accept", spy)
+    for prompt, p in zip(prompts, params, strict=True):
+        rid = engine.add_request(prompt, p)
+        owners[id(engine._requests[rid].generator)] = rid
+    while engine.has_unfinished():
+        engine.step()
+    return calls
 
 
 def assert_refused(kind: type[Exception], match: str, call: Callable[[], object]) -> None:

@@ -77,3 +77,24 @@ def test_draft_for_another_target_is_refused(copy: Path) -> None:
 def test_malformed_config_is_refused(copy: Path) -> None:
     (copy / "target" / "config.json").write_text("{not json")
     assert_refused(CheckpointError, "not valid JSON", lambda: Engine.from_pretrained(copy / "target"))
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("hidden_size", "64"), ("num_hidden_layers", 2.0), ("vocab_size", True)],
+    ids=["string-for-int", "float-for-int", "bool-for-int"],
+)
+def test_wrong_typed_config_value_is_refused_by_name(copy: Path, key: str, value: object) -> None:
+    """A value of the wrong JSON type is refused, naming the key and the file, never converted (int("64"),
+    int(2.0) and int(True) would load a model the file does not describe, or fail later unnamed)."""
+    _edit_config(copy / "target", **{key: value})
+    load = lambda: Engine.from_pretrained(copy / "target")  # noqa: E731
+    assert_refused(CheckpointError, rf"config\.json: config key '{key}' must be an integer", load)
+
+
+def test_non_finite_weight_is_refused(copy: Path) -> None:
+    weights = load_file(str(copy / "target" / "model.safetensors"))
+    weights["model.norm.weight"][3] = float("nan")
+    save_file(weights, str(copy / "target" / "model.safetensors"))
+    load = lambda: Engine.from_pretrained(copy / "target")  # noqa: E731
+    assert_refused(CheckpointError, "model.norm.weight holds non-finite values", load)

@@ -12,8 +12,8 @@ import json
 
 import pytest
 import torch
-from dense_reference import Checkpoint, draft_block, walk
-from gatekit import FIXTURE2, assert_same_drafts, greedy, make_engine, row_owners
+from dense_reference import Checkpoint, draft_block, filtered_probs, target_forward, walk, walk_distributions
+from gatekit import FIXTURE2, assert_same_drafts, greedy, make_engine, rejection_calls, row_owners
 
 import runner.engine
 from runner import SamplingParams
@@ -131,3 +131,52 @@ def test_dflash2_dense_path_with_rows_moving_drafts_like_paged(prompts2: list[li
     paged = drafted()
     assert_same_drafts(drafted(draft_attention="dense", max_num_seqs=2), paged, "DFlash2 dense, rows moving")
     assert_same_drafts(drafted(max_num_seqs=2, page_size=4), paged, "DFlash2 paged, rows moving")
+
+
+def test_dflash2_greedy_speculative_equals_plain_decoding(prompts2: list[list[int]]) -> None:
+    """Greedy verification is lossless: DFlash2's speculative tokens equal plain greedy decoding of the same target,
+    batched (rows finishing and moving) and solo."""
+    params = [greedy(max_tokens=10 + 3 * i) for i in range(len(prompts2))]
+    plain = make_engine(draft=False, fixture=FIXTURE2).generate(prompts2, params)
+    batched_engine = make_engine(fixture=FIXTURE2, max_num_seqs=3, page_size=4)
+    batched = batched_engine.generate(prompts2, params)
+    assert batched_engine.trace.row_moves, "the batch must move rows"
+    solo_engine = make_engine(fixture=FIXTURE2)
+    for i, (prompt, p) in enumerate(zip(prompts2, params, strict=True)):
+        (solo,) = solo_engine.generate([prompt], p)
+        for what, out in (("batched", batched[i]), ("solo", solo)):
+            assert out.token_ids == plain[i].token_ids, f"request {i} {what}: speculative tokens differ from plain"
+            assert sum(out.acceptance_lengths) + 1 == len(out.token_ids)
+    lengths = [a for o in batched for a in o.acceptance_lengths]
+    assert max(lengths) > 2, f"acceptance lengths {set(lengths)}: the draft never got a token accepted"
+
+
+@pytest.mark.parametrize("temperature", [0.6, 1.5])
+def test_sampled_dflash2_q_is_the_walks_tempered_distribution(
+    prompts2: list[list[int]], monkeypatch: pytest.MonkeyPatch, temperature: float
+) -> None:
+    """The q handed to the acceptance rule is the walk's own softmax(scores / T) over its candidates along the path
+    it drew, recomputed by the dense reference; p is the target's tempered distribution."""
+    tc, dc = Checkpoint(FIXTURE2 / "target"), Checkpoint(FIXTURE2 / "draft")
+    params = [SamplingParams(max_tokens=12, temperature=temperature, seed=70 + i) for i in range(4)]
+    engine = make_engine(fixture=FIXTURE2, max_num_seqs=3)
+    calls = rejection_calls(engine, prompts2[:4], params, monkeypatch)
+    checked = 0
+    for rid, prefix, drafted, p, q, candidates in calls:
+        L = len(prefix) - 1
+        logits, _ = target_forward(tc, prefix + drafted)
+        diff = (p.float() - filtered_probs(logits[L:], temperature)).abs().max().item()
+        assert diff <= 2e-5, f"request {rid} at L={L}: p differs from the target's at T={temperature} by {diff:.2e}"
+        if not drafted:
+            continue
+        assert candidates is not None and q is not None, f"request {rid} at L={L}: no walk q handed to the rule"
+        hidden, block_logits = draft_block(dc, tc, prefix[:L], prefix[L], len(drafted) + 1)
+        want = walk_distributions(dc, hidden, block_logits, prefix[L], drafted, temperature)
+        for t, expected in enumerate(want):
+            got = {int(c): float(v) for c, v in zip(candidates[t], q[t], strict=True)}
+            assert got.keys() == expected.keys(), f"request {rid} at L={L}, slot {t}: candidates differ"
+            worst = max(abs(got[c] - expected[c]) for c in got)
+            assert worst <= 2e-5, f"request {rid} at L={L}, slot {t}: walk q differs by {worst:.2e} at T={temperature}"
+            assert expected[drafted[t]] > 0
+        checked += 1
+    assert checked >= 6, f"only {checked} drafted blocks checked"

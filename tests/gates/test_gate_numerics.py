@@ -8,6 +8,10 @@ K/V write or a read bound that drops the block rows all move the logits while th
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+
 import pytest
 import torch
 from dense_reference import Checkpoint, draft_block_logits, target_forward
@@ -23,10 +27,10 @@ def checkpoints() -> tuple[Checkpoint, Checkpoint]:
     return Checkpoint(FIXTURE / "target"), Checkpoint(FIXTURE / "draft")
 
 
-def run_with_hooks(prompts: list[list[int]]):
+def run_with_hooks(prompts: list[list[int]], fixture: Path = FIXTURE):
     """Runs a batch that moves rows and records, for every draft and target call, its inputs, its output and
     which request sat in each of its rows (a call's rows are the last R occupied rows at that moment)."""
-    engine = make_engine(max_num_seqs=3, page_size=4)
+    engine = make_engine(fixture=fixture, max_num_seqs=3, page_size=4)
     draft_calls, target_calls = [], []
 
     engine.draft.register_forward_hook(
@@ -44,8 +48,23 @@ def run_with_hooks(prompts: list[list[int]]):
 
 
 def test_draft_block_logits_match_dense_reference(prompts: list[list[int]], checkpoints) -> None:
-    target_ck, draft_ck = checkpoints
-    engine, draft_calls, _, full = run_with_hooks(prompts[:5])
+    compare_draft_logits(prompts[:5], *checkpoints, FIXTURE)
+
+
+def test_draft_logits_scaled_and_capped_as_configured(prompts: list[list[int]], tmp_path: Path) -> None:
+    """The shipped draft has output_multiplier 1 and no soft-cap, so dropping either changes nothing there; a
+    private copy whose config sets both must still match the dense reference, which applies them."""
+    shutil.copytree(FIXTURE, tmp_path / "fx")
+    config = tmp_path / "fx" / "draft" / "config.json"
+    cfg = json.loads(config.read_text())
+    cfg["dflash_config"].update(output_multiplier=0.6, final_logit_softcapping=4.0)
+    config.write_text(json.dumps(cfg))
+    target_ck, draft_ck = Checkpoint(tmp_path / "fx" / "target"), Checkpoint(tmp_path / "fx" / "draft")
+    compare_draft_logits(prompts[:3], target_ck, draft_ck, tmp_path / "fx")
+
+
+def compare_draft_logits(prompts: list[list[int]], target_ck: Checkpoint, draft_ck: Checkpoint, fixture: Path) -> None:
+    engine, draft_calls, _, full = run_with_hooks(prompts, fixture)
     compared = 0
     for inputs, hidden, owner in draft_calls:
         with torch.inference_mode():
@@ -59,7 +78,7 @@ def test_draft_block_logits_match_dense_reference(prompts: list[list[int]], chec
                 f"request {rid}: draft block logits at L={L} differ from the dense reference by {diff:.2e}"
             )
             compared += 1
-    assert compared >= 15, f"only {compared} drafted blocks compared"
+    assert compared >= 3 * len(prompts), f"only {compared} drafted blocks compared"
 
 
 def test_target_logits_match_dense_reference(prompts: list[list[int]], checkpoints) -> None:
@@ -79,3 +98,34 @@ def test_target_logits_match_dense_reference(prompts: list[list[int]], checkpoin
             assert diff <= ATOL, f"request {rid}: target logits at {start}..{start + n - 1} differ by {diff:.2e}"
             compared += 1
     assert compared >= 10
+
+
+def test_pending_context_is_the_committed_tokens_features(prompts: list[list[int]], checkpoints) -> None:
+    """After every step, each row's pending draft context is the dense target's tapped features of its committed
+    tokens at exactly the pending positions: checked before the next draft reads it."""
+    target_ck, draft_ck = checkpoints
+    layer_ids = draft_ck.cfg["dflash_config"]["target_layer_ids"]
+    engine = make_engine(max_num_seqs=3, page_size=4)
+    for i, p in enumerate(prompts[:5]):
+        engine.add_request(p, greedy(max_tokens=6 + 4 * i))
+    compared = 0
+    while engine.has_unfinished():
+        engine.step()
+        rows = engine.rows
+        for row in range(rows.num_rows):
+            request = rows.requests[row]
+            pending, positions = rows.pending[row], rows.pending_positions[row]
+            assert request is not None and pending is not None and positions is not None
+            committed = request.token_ids[:-1]  # the anchor has no features yet
+            _, layer_outs = target_forward(target_ck, committed)
+            want = torch.cat([layer_outs[i] for i in layer_ids], -1)[positions.tolist()]
+            assert pending.shape == want.shape, (
+                f"request {request.request_id}: pending context {tuple(pending.shape)} at {positions.tolist()}"
+            )
+            diff = (pending.float() - want).abs().max().item()
+            assert diff <= ATOL, (
+                f"request {request.request_id}: pending features at {positions.tolist()} differ from the committed "
+                f"tokens' by {diff:.2e}"
+            )
+            compared += 1
+    assert compared >= 15

@@ -1,6 +1,7 @@
 """Gate: the small rules everything else leans on, checked exactly on their own: request validation and its
-boundaries, the page allocator's boundaries, the sampling distribution's formula, greedy acceptance at the
-edge of a row's block, and the DFlash2 form of the acceptance rule (q over candidates).
+boundaries, the page allocator's boundaries, admission against rows and pages, the sampling distribution's
+formula, greedy acceptance at the edge of a row's block, and the DFlash2 form of the acceptance rule (q over
+candidates).
 """
 
 from __future__ import annotations
@@ -9,10 +10,13 @@ import math
 
 import pytest
 import torch
+from dense_reference import filtered_probs
 
-from runner import CacheCapacityError, InvalidRequestError, SamplingParams
+from runner import CacheCapacityError, EngineConfig, InvalidRequestError, SamplingParams
 from runner.block_manager import BlockAllocator
+from runner.request import Request
 from runner.sampling import greedy_accept, rejection_accept, sampling_probs
+from runner.scheduler import Scheduler
 
 pytestmark = pytest.mark.gate
 
@@ -33,6 +37,16 @@ pytestmark = pytest.mark.gate
 def test_invalid_sampling_params_are_refused_by_name(changes: dict, message: str) -> None:
     with pytest.raises(InvalidRequestError, match=message):
         SamplingParams(**changes)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("max_num_seqs", 0), ("page_size", 0), ("num_pages", 0), ("num_pages", 2.0), ("block_size", 0)],
+    ids=["no-rows", "page-size-0", "no-pages", "float-pages", "block-size-0"],
+)
+def test_invalid_engine_config_is_refused_by_name(name: str, value: object) -> None:
+    with pytest.raises(InvalidRequestError, match=f"EngineConfig.{name} must be"):
+        EngineConfig(**{name: value})
 
 
 def test_sampling_params_boundaries_are_accepted() -> None:
@@ -57,20 +71,27 @@ def test_allocator_boundaries() -> None:
         pool.free([3, 3])
 
 
-def _reference_probs(logits: torch.Tensor, temperature: float, top_p: float, top_k: int) -> torch.Tensor:
-    """softmax(logits / T) restricted to the top-k, then to the smallest prefix reaching top_p, renormalised."""
-    probs = torch.softmax(logits.double() / temperature, -1)
-    order = probs.argsort(descending=True)
-    keep = torch.zeros_like(probs, dtype=torch.bool)
-    limit = top_k if top_k > 0 else probs.numel()
-    mass, restricted = 0.0, probs[order[:limit]] / probs[order[:limit]].sum()
-    for rank, index in enumerate(order[:limit]):
-        if mass >= top_p:
-            break
-        keep[index] = True
-        mass += float(restricted[rank])
-    out = torch.where(keep, probs, torch.zeros_like(probs))
-    return (out / out.sum()).float()
+def test_admission_respects_max_rows_and_pages() -> None:
+    """Admission takes waiting requests in order while a row and their pages are free: never more running rows
+    than max_rows, and a request whose pages are not free waits (with those behind it)."""
+    target, store = BlockAllocator(64, "target"), BlockAllocator(64, "store")
+    scheduler = Scheduler(3, target, store, page_size=4, block_size=4)
+    requests = [Request(i, [1, 2, 3], SamplingParams(max_tokens=5)) for i in range(5)]
+    for request in requests:
+        scheduler.add(request)
+    assert [r.request_id for r in scheduler.admit()] == [0, 1, 2]
+    assert scheduler.num_running == 3 and [r.request_id for r in scheduler.waiting] == [3, 4]
+    assert scheduler.admit() == [], "a full batch admits nobody"
+    # 3 prompt + 5 budget + a block of 4 = 12 positions = 3 pages of 4, in each pool.
+    assert target.num_used == store.num_used == 9
+    scheduler.release(requests[1])
+    assert [r.request_id for r in scheduler.admit()] == [3]
+    assert scheduler.num_running == 3 and target.num_used == store.num_used == 9
+    short = Scheduler(8, BlockAllocator(7, "target"), BlockAllocator(64, "store"), page_size=4, block_size=4)
+    for i in range(3):
+        short.add(Request(10 + i, [1, 2, 3], SamplingParams(max_tokens=5)))
+    assert [r.request_id for r in short.admit()] == [10, 11], "7 pages hold two requests of 3 pages"
+    assert short.num_running == 2
 
 
 @pytest.mark.parametrize(
@@ -80,7 +101,7 @@ def _reference_probs(logits: torch.Tensor, temperature: float, top_p: float, top
 def test_sampling_probs_formula(temperature: float, top_p: float, top_k: int) -> None:
     logits = torch.tensor([2.0, 1.2, 0.3, -0.5, 1.9, 0.0, -2.0, 0.8])
     got = sampling_probs(logits, temperature, top_p, top_k)
-    want = _reference_probs(logits, temperature, top_p, top_k)
+    want = filtered_probs(logits, temperature, top_p, top_k)
     if top_p == 1.0 and top_k == 0:  # the defaults mean "no filter" (the DFlash2 walk relies on them)
         assert torch.allclose(sampling_probs(logits, temperature), want, atol=1e-6)
     assert torch.allclose(got, want, atol=1e-6), (got, want)

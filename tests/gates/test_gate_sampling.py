@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from gatekit import greedy, make_engine
+from gatekit import assert_same_drafts, greedy, make_engine
 
 from runner import SamplingParams
 from runner.sampling import rejection_accept
@@ -36,10 +36,14 @@ def test_degenerate_filters_reduce_to_greedy(prompts, greedy_tokens, params: dic
     plain = make_engine(draft=False).generate(prompts[:4], SamplingParams(max_tokens=24, seed=7, **params))
     assert [o.token_ids for o in plain] == greedy_tokens
     # The draft samples from the same filtered distribution, so it drafts its greedy blocks too.
-    sampled = [engine.trace.drafted_blocks(o.request_id) for o in outs]
     reference = make_engine()
     greedy_outs = reference.generate(prompts[:4], greedy())
-    assert sampled == [reference.trace.drafted_blocks(o.request_id) for o in greedy_outs]
+    for i, (out, greedy_out) in enumerate(zip(outs, greedy_outs, strict=True)):
+        assert_same_drafts(
+            engine.trace.drafted_blocks(out.request_id),
+            reference.trace.drafted_blocks(greedy_out.request_id),
+            f"request {i}: sampled {params} vs greedy",
+        )
 
 
 @pytest.mark.parametrize("temperature", [1.0, 2.5])

@@ -17,29 +17,45 @@ pytestmark = pytest.mark.gate
 
 def test_store_length_tracks_committed_length(prompts: list[list[int]]) -> None:
     engine = make_engine(max_num_seqs=3, page_size=4)
-    for i, p in enumerate(prompts[:5]):
-        engine.add_request(p, greedy(max_tokens=6 + 5 * i))
-    checked = 0
+    ids = [engine.add_request(p, greedy(max_tokens=6 + 5 * i)) for i, p in enumerate(prompts[:5])]
+    # What each request has committed, counted here from the ids it holds, not from the engine's counters.
+    seen_records, checked = 0, 0
     while engine.has_unfinished():
         engine.step()
+        assert engine.trace is not None
+        new_records = engine.trace.records[seen_records:]
+        seen_records = len(engine.trace.records)
         rows = engine.rows
         for row in range(rows.num_rows):
             request = rows.requests[row]
             assert request is not None
+            committed = len(request.token_ids) - 1  # every id but the anchor has its K/V in the target cache
             pending = rows.pending_positions[row]
             assert pending is not None and pending.numel() > 0, f"row {row}: nothing pending after a step"
             store = rows.store_lens[row]
-            assert store == request.num_committed - pending.numel(), (
-                f"request {request.request_id}: store holds {store}, committed {request.num_committed}, "
-                f"pending {pending.numel()}"
+            assert store == committed - pending.numel(), (
+                f"request {request.request_id}: store holds {store}, committed {committed}, pending {pending.numel()}"
             )
-            assert pending.tolist() == list(range(store, request.num_committed))
+            assert pending.tolist() == list(range(store, committed))
+            assert rows.pending[row] is not None and rows.pending[row].shape[0] == pending.numel()
+            # The trace's record of this step says what the rows hold.
+            (record,) = [r for r in new_records if r.request_id == request.request_id]
+            assert record.num_pending_after == pending.numel()
+            assert record.store_len_after == store
             checked += 1
     assert checked >= 10
-    assert engine.trace is not None
-    for record in engine.trace.records:
-        assert record.store_len_after == record.committed_len, "the draft must leave the store at L"
-        assert record.positions[0] == record.committed_len, "the block must start at the anchor's position L"
+    for request_id in ids:
+        out = engine.output(request_id)
+        # Replayed from the outputs: step k's block starts at the prompt plus the tokens committed before it,
+        # the draft read the whole context before the anchor, and the store had last been filled one step back.
+        committed, previous = len(out.prompt_ids), 0
+        for record, produced in zip(engine.trace.for_request(request_id), out.acceptance_lengths, strict=True):
+            assert record.positions[0] == committed, "the block must start at the anchor's position L"
+            assert record.store_len_before == previous, "the store must hold what the last draft left"
+            assert record.store_len_after == committed, "the draft must leave the store at L"
+            previous = committed
+            committed += produced
+        assert committed + 1 == len(out.prompt_ids) + len(out.token_ids)
 
 
 @pytest.mark.parametrize("delta", [1, -1], ids=["store-ahead", "store-behind"])
