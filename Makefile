@@ -45,11 +45,13 @@ test: lint unit
 bench: install
 	$(BIN)/python -m benchmarks.bench
 
+FIXTURE_NAMES := copy-dflash copy-dflash2 stride-dflash stride-dflash2
+
 fixtures: install
-	$(BIN)/dflash fixtures build
+	for name in $(FIXTURE_NAMES); do $(BIN)/dflash fixtures build --fixture $$name || exit 1; done
 
 audit: install
-	$(BIN)/dflash fixtures audit
+	for name in $(FIXTURE_NAMES); do $(BIN)/dflash fixtures audit --fixture $$name || exit 1; done
 
 sweep: install
 	$(BIN)/dflash sweep

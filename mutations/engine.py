@@ -20,7 +20,10 @@ register(
         file="runner/batch.py",
         anchor="self.draft_block_table[dst] = self.draft_block_table[src]",
         replacement="self.draft_block_table[dst] = 0",
-        expect_killed_by=("tests/gates/test_gate_drafts.py::test_concurrent_batch_drafts_equal_solo",),
+        expect_killed_by=(
+            "tests/gates/test_gate_drafts.py::test_concurrent_batch_drafts_equal_solo",
+            "tests/gates/test_gate_store_reads.py::test_survivors_draft_like_their_solo_runs[copy-dflash]",
+        ),
     ),
     Mutation(
         name="target-block-table-not-moved",

@@ -23,11 +23,21 @@ FIVE = {
     "stale-seq-lens": ("test_gate_numerics", "test_gate_paths"),
     "reset-store-on-row-move": ("test_gate_drafts", "test_gate_numerics"),
 }
+# The store's bug classes, each red on an assertion of the named gate on the copy fixture (whose drafted blocks
+# live far back in the store): the survivor compared with its solo run, the paged store with the dense path.
+STORE_GATE = "tests/gates/test_gate_store_reads.py::"
+STORE_KILLERS = {
+    "reset-store-on-row-move": "test_survivors_draft_like_their_solo_runs[copy-dflash]",
+    "store-window": "test_long_context_drafts_like_dense[window]",
+    "store-offset": "test_long_context_drafts_like_dense[offset]",
+    "store-shared-between-rows": "test_rows_sharing_recent_tokens_draft_apart",
+}
 
 
 def test_catalog_size_and_coverage() -> None:
     assert len(CATALOG) >= 15
     assert set(FIVE) <= set(CATALOG)
+    assert set(STORE_KILLERS) <= set(CATALOG)
     touched = {m.file for m in CATALOG.values()}
     runner_modules = {f"runner/{p.name}" for p in (ROOT / "runner").glob("*.py") if p.name != "__init__.py"}
     # Every module of the runner that serves requests is mutated at least once.
@@ -61,3 +71,5 @@ def test_embedded_default_kills_every_mutation() -> None:
         result = statuses[name]
         observing = [g for g in result.red_by_check if any(f in g for f in gate_files)]
         assert observing, f"{name} was not killed on an assertion by an observing gate: {result.killed_by}"
+    for name, gate in STORE_KILLERS.items():
+        assert STORE_GATE + gate in statuses[name].red_by_assertion, f"{name}: {statuses[name].red_by_assertion}"

@@ -81,3 +81,11 @@ def test_generate_takes_text_through_the_targets_tokenizer(tmp_path) -> None:
     )
     assert by_text.exit_code == 0, by_text.output
     assert json.loads(by_text.output)["plain"]["token_ids"] == json.loads(by_ids.output)["plain"]["token_ids"]
+
+
+def test_fixtures_cli_default_is_the_catalog_default() -> None:
+    """The CLI names the default fixture as text (so --help imports no torch); it must stay the catalog's."""
+    from verify.cli.fixtures import DEFAULT_FIXTURE as CLI_DEFAULT
+    from verify.fixtures.catalog import DEFAULT_FIXTURE
+
+    assert CLI_DEFAULT == DEFAULT_FIXTURE

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from gatekit import FIXTURE
+from gatekit import COPY, FIXTURE
 
 
 @pytest.fixture(scope="session")
@@ -16,3 +16,9 @@ def manifest() -> dict:
 @pytest.fixture(scope="session")
 def prompts(manifest: dict) -> list[list[int]]:
     return [list(p) for p in manifest["audit_prompts"]]
+
+
+@pytest.fixture(scope="session")
+def copy_prompts() -> list[list[int]]:
+    """The copy fixture's audit prompts: a 20-token segment and the first 1..5 tokens of its repeat."""
+    return [list(p) for p in json.loads((COPY / "manifest.json").read_text())["audit_prompts"]]

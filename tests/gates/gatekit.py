@@ -13,13 +13,25 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+import torch
 
 import runner.engine
 from runner import Engine, EngineConfig, SamplingParams
+from runner.draft import DraftInputs
+from runner.target import full_forward
+from runner.trace import StepRecord
 
 FIXTURES = Path(__file__).resolve().parents[2] / "runner" / "fixtures"
-FIXTURE = FIXTURES / "stride-dflash"
-FIXTURE2 = FIXTURES / "stride-dflash2"  # the DFlash2 pair: conv layers and the candidate walk
+# The default pair: a copy language whose drafted block is held far back in the draft's store.
+COPY = FIXTURES / "copy-dflash"
+COPY2 = FIXTURES / "copy-dflash2"
+STRIDE = FIXTURES / "stride-dflash"
+STRIDE2 = FIXTURES / "stride-dflash2"
+# The gates written for the stride pair stay on it: moved to the copy pair (one full `dflash verify`), the
+# acceptance, paths and store gates lost four pinned kills, two of them to timeouts (see README, Fixtures).
+# The store gates (test_gate_store_reads) run on the copy pair.
+FIXTURE = STRIDE
+FIXTURE2 = STRIDE2  # the DFlash2 pair: conv layers and the candidate walk
 MAX_TOKENS = 24
 
 
@@ -65,6 +77,84 @@ def row_owners(engine: Engine, num_rows: int) -> list[int]:
     call's rows are the last `num_rows` occupied rows (prefill adds rows at the end; decode runs them all)."""
     active = [r.request_id for r in engine.rows.requests[: engine.rows.num_rows] if r is not None]
     return active[len(active) - num_rows :]
+
+
+# (features [L, F], L, store length S) -> the context a draft reads: features [C, F] and their positions [C].
+Context = Callable[[torch.Tensor, int, int], tuple[torch.Tensor, torch.Tensor]]
+
+
+def right_context(f: torch.Tensor, L: int, S: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return f[:L], torch.arange(L)
+
+
+def wiped_store(f: torch.Tensor, L: int, S: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return f[S:L], torch.arange(S, L)  # what a reset store leaves: the pending rows only
+
+
+def redraft_logits(
+    engine: Engine, ids: Sequence[int], records: Sequence[StepRecord], context: Context
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Each traced step's block drafted again by the engine's draft module on its dense path, from the context
+    `context` builds out of the request's own committed features: per step (block hidden states [1, B-1, H],
+    block logits [1, B-1, V]), the arm a perturbed store would give."""
+    draft = engine.draft
+    assert draft is not None
+    out = []
+    with torch.inference_mode():
+        _, taps = full_forward(engine.target, torch.tensor([list(ids)]), draft.config.target_layer_ids)
+        assert taps is not None
+        for r in records:
+            L, size = r.committed_len, r.positions[1] - r.positions[0] + 1
+            features, positions = context(taps[0], L, r.store_len_before)
+            block_ids = torch.full((1, size), draft.config.mask_token_id)
+            block_ids[0, 0] = ids[L]
+            inputs = DraftInputs(
+                features[None],
+                positions[None],
+                torch.ones(1, positions.numel(), dtype=torch.bool),
+                block_ids,
+                L + torch.arange(size)[None],
+                torch.ones(1, size, dtype=torch.bool),
+            )
+            hidden = draft(inputs, engine.target.model.embed_tokens, None)[:, 1:]
+            out.append((hidden, draft.logits(hidden, engine.target.lm_head)))
+    return out
+
+
+def redraft(
+    engine: Engine, ids: Sequence[int], records: Sequence[StepRecord], context: Context
+) -> list[tuple[int, ...]]:
+    """The drafted blocks of `redraft_logits` (DFlash2: the candidate walk's, as the engine drafts them)."""
+    draft = engine.draft
+    assert draft is not None
+    blocks = []
+    for r, (hidden, logits) in zip(records, redraft_logits(engine, ids, records, context), strict=True):
+        if draft.candidate_selector is None:
+            path = logits.argmax(-1)
+        else:
+            with torch.inference_mode():
+                anchors = torch.tensor([ids[r.committed_len]])
+                path, _, _ = draft.candidate_selector.walk(hidden, logits, anchors, [0.0], [None])
+        blocks.append(tuple(path[0].tolist()))
+    return blocks
+
+
+def share_differing(a: Sequence[tuple[int, ...]], b: Sequence[tuple[int, ...]]) -> float:
+    return sum(x != y for x, y in zip(a, b, strict=True)) / max(len(a), 1)
+
+
+def assert_discriminates(
+    control: Sequence[tuple[int, ...]], perturbed: Sequence[tuple[int, ...]], what: str, at_least: float = 0.5
+) -> None:
+    """Refuses a comparison that could not fail: the perturbation it guards against must change at least
+    `at_least` of the control's drafted blocks, or an equality of the two arms proves nothing."""
+    assert_not_degenerate(control, f"{what} (control)")
+    share = share_differing(control, perturbed)
+    if share < at_least:
+        pytest.fail(
+            f"comparison refused: {what} changes only {share:.0%} of the control's drafted blocks "
+            f"(needs {at_least:.0%}); this fixture and scenario cannot see that bug"
+        )
 
 
 def rejection_calls(engine, prompts: list[list[int]], params: list[SamplingParams], monkeypatch):

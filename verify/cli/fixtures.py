@@ -11,6 +11,8 @@ from typing import Annotated
 
 import typer
 
+DEFAULT_FIXTURE = "copy-dflash"  # = verify.fixtures.catalog.DEFAULT_FIXTURE (tests/cli pins it)
+
 fixtures_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
@@ -31,7 +33,7 @@ Examples:
 
 @fixtures_app.command("build")
 def build_cmd(
-    fixture: Annotated[str, typer.Option(help="Fixture name.")] = "stride-dflash",
+    fixture: Annotated[str, typer.Option(help="Fixture name.")] = DEFAULT_FIXTURE,
     seed: Annotated[int | None, typer.Option(help="Override the recipe's seed.")] = None,
     out: Annotated[Path | None, typer.Option(help="Write under this folder instead of runner/fixtures/.")] = None,
 ) -> None:
@@ -57,9 +59,9 @@ def build_cmd(
 
 @fixtures_app.command("audit")
 def audit_cmd(
-    fixture: Annotated[str, typer.Option(help="Fixture name, or a folder holding target/, draft/, manifest.json.")] = (
-        "stride-dflash"
-    ),
+    fixture: Annotated[
+        str, typer.Option(help="Fixture name, or a folder holding target/, draft/, manifest.json.")
+    ] = DEFAULT_FIXTURE,
     json_path: Annotated[Path | None, typer.Option("--json", help="Also write the figures as JSON here.")] = None,
 ) -> None:
     """Measure how well a fixture discriminates, each figure beside its threshold; exit 1 if one fails.
