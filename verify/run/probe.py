@@ -24,8 +24,8 @@ def _under(file: str, roots: tuple[str, ...]) -> bool:
 
 def check_sources_imported(config: ProjectConfig, coverage: dict[str, Any]) -> None:
     """Raise ConfigError when the baseline executed no line of any file under the source roots."""
-    measured = [file for file, lines in coverage.get("lines", {}).items() if lines and _under(file, config.source_roots)]
-    if measured:
+    lines_by_file = coverage.get("lines", {})
+    if any(lines and _under(file, config.source_roots) for file, lines in lines_by_file.items()):
         return
     raise ConfigError(
         f"the gates never imported the source roots ({', '.join(config.source_roots)}) from dflash's private copy: "

@@ -68,7 +68,9 @@ class SpecEngine:
         return logits.argmax(dim=-1)
 
     @torch.inference_mode()
-    def generate(self, prompt_ids: Sequence[int], max_new_tokens: int, stop_token_ids: Sequence[int] = ()) -> Generation:
+    def generate(
+        self, prompt_ids: Sequence[int], max_new_tokens: int, stop_token_ids: Sequence[int] = ()
+    ) -> Generation:
         prompt = torch.tensor([list(prompt_ids)], dtype=torch.long)
         num_prompt = prompt.shape[1]
         max_length = num_prompt + max_new_tokens
