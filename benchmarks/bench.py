@@ -1,22 +1,20 @@
 """`make bench`: the runner's speed on the shipped fixture, against the reference, and the verify tool's speed
-against the naive way (a fresh pytest process per mutation). Everything is measured in one run and printed as
-a table plus JSON (reports/bench.json).
+against one baseline run of its gates and against the naive way at equal parallelism (benchmarks/verify_bench.py).
+Everything is measured in one run and printed as a table plus JSON (reports/bench.json).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 
+from benchmarks.verify_bench import bench_verify
 from runner import Engine, EngineConfig, SamplingParams
 from verify.fixtures.catalog import FIXTURES_ROOT, read_manifest
 
@@ -86,52 +84,6 @@ def bench_reference() -> dict:
         "ours_over_reference": ours_s / ref_s,
         "reference_same_tokens": same,
     }
-
-
-def bench_verify() -> dict:
-    out = Path(tempfile.mkdtemp()) / "verify.json"
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "verify", "verify", "--no-cache", "--json", str(out)], cwd=ROOT, check=False)
-    wall = time.perf_counter() - start
-    report = json.loads(out.read_text())
-    gate_time = {g["id"]: g["duration_s"] for g in report["baseline"]["gates"]}
-    overheads = [
-        m["duration_s"] - sum(gate_time.get(g, 0.0) for g in m["ran"]) for m in report["mutations"] if m["ran"]
-    ]
-    naive = bench_naive(report)
-    return {
-        "verify_wall_s": wall,
-        "num_mutations": len(report["mutations"]),
-        "score": report["score"],
-        "per_mutation_overhead_s_median": statistics.median(overheads),
-        "naive_wall_s": naive,
-        "naive_over_verify": naive / wall,
-    }
-
-
-def bench_naive(report: dict) -> float:
-    """The same catalog, the naive way: a private copy, the mutation written in, a fresh pytest over the same
-    gates, per mutation, sequentially."""
-    from verify.run.settings import load_config, load_mutations
-
-    mutations = load_mutations(load_config(ROOT))
-    ran = {m["name"]: m["ran"] for m in report["mutations"]}
-    start = time.perf_counter()
-    for name, mutation in sorted(mutations.items()):
-        if not ran.get(name):
-            continue
-        with tempfile.TemporaryDirectory() as tmp:
-            copy = Path(tmp) / "p"
-            shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".git", ".venv", ".cache", "mutants", "reports"))
-            path = copy / mutation.file
-            path.write_text(path.read_text().replace(mutation.anchor, mutation.replacement, 1))
-            subprocess.run(
-                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *ran[name]],
-                cwd=copy,
-                capture_output=True,
-                check=False,
-            )
-    return time.perf_counter() - start
 
 
 def main() -> None:

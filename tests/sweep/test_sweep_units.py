@@ -40,7 +40,9 @@ def test_bad_budget_is_a_named_error(text: str) -> None:
     [
         (0, MutantStatus.SURVIVED),
         (1, MutantStatus.KILLED),
-        (3, MutantStatus.KILLED),
+        (2, MutantStatus.ERROR),  # pytest interrupted: never a kill
+        (3, MutantStatus.ERROR),  # pytest internal error
+        (4, MutantStatus.ERROR),  # pytest usage error
         (33, MutantStatus.NO_TESTS),
         (36, MutantStatus.TIMEOUT),
         (-24, MutantStatus.TIMEOUT),
@@ -173,6 +175,27 @@ def test_equivalents_excuse_only_survivors(tmp_path: Path) -> None:
     assert statuses == [(MutantStatus.IGNORED, "adding zero"), (MutantStatus.SURVIVED, ""), (MutantStatus.KILLED, "")]
     block = equivalents.entry_toml(mutants[1], reason='quotes " too')
     assert equivalents.Equivalent(**tomllib.loads(block)["equivalent"][0]).matches(mutants[1])
+
+
+def test_uncovered_entries_say_what_another_machine_would_see(tmp_path: Path) -> None:
+    path = tmp_path / "equivalents.toml"
+    path.write_text(
+        '[[uncovered]]\nmutant = "k1"\nreason = "CPU only here"\nobservation = "a device mismatch on CUDA"\n'
+    )
+    marks = equivalents.load(path)
+    [marked] = equivalents.apply([_mutant("k1", MutantStatus.SURVIVED)], marks)
+    assert marked.status is MutantStatus.UNCOVERED
+    assert marked.reason == "CPU only here; elsewhere: a device mismatch on CUDA"
+    path.write_text('[[uncovered]]\nmutant = "k1"\nreason = "CPU only here"\n')
+    with pytest.raises(equivalents.EquivalentsError, match="observation"):
+        equivalents.load(path)
+
+
+def test_shipped_equivalents_keep_device_and_dtype_mutants_apart() -> None:
+    marks = equivalents.load(Path(__file__).resolve().parents[2] / "mutations" / "equivalents.toml")
+    for mark in marks:
+        machine_bound = "CUDA" in mark.reason or "device" in mark.reason or "float32" in mark.reason
+        assert (mark.kind == "uncovered") == machine_bound, (mark.function, mark.reason)
 
 
 @pytest.mark.parametrize(

@@ -32,6 +32,7 @@ import pytest
 
 from verify.report.verdict import GateOutcome, Outcome
 from verify.run.child import JobPaths, run_child
+from verify.run.private_copy import copy_files
 from verify.run.settings import ProjectConfig, project_files
 
 __all__ = ["Executor", "Job", "JobResult", "load_scale", "signals_as_interrupts"]
@@ -134,9 +135,7 @@ class Executor:
     def __enter__(self) -> Executor:
         self._tmp = tempfile.mkdtemp(prefix="dflash-verify-")
         self.pristine = Path(self._tmp, "pristine").resolve()
-        for rel in project_files(self.config):
-            (self.pristine / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(self.config.root / rel, self.pristine / rel)
+        copy_files(self.config.root, project_files(self.config), self.pristine)
         for name in self.config.preload:
             importlib.import_module(name)
         _warm_pytest(Path(self._tmp, "warm"))

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from verify.run import cache
+from verify.run.private_copy import copy_files, visible_files
 from verify.sweep import equivalents
 from verify.sweep import mutmut_run as sweep_mutmut
 from verify.sweep import source as sweep_source
@@ -28,7 +29,6 @@ DEFAULT_PATHS = ("runner",)
 DEFAULT_JOBS = os.cpu_count() or 1
 # After SIGINT mutmut stops its workers and saves what it has; past this it is killed.
 STOP_GRACE_S = 60.0
-_IGNORED_NAMES = {".git", ".venv", "mutants", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 
 ProgressCallback = Callable[[SweepProgress], None]
 
@@ -87,13 +87,6 @@ def resolve_modules(root: Path, paths: tuple[str, ...], changed_since: str | Non
     return tuple(sorted(modules))
 
 
-def _git(root: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SweepInputError(f"git {' '.join(args)} failed: {done.stderr.strip()}")
-    return done.stdout
-
-
 def _changed_files(root: Path, rev: str) -> set[str]:
     if rev.startswith("-"):
         raise SweepInputError(f"unknown revision {rev!r}")
@@ -110,19 +103,7 @@ def _changed_files(root: Path, rev: str) -> set[str]:
 
 def copy_project(root: Path, dest: Path) -> None:
     """Copy what git sees (tracked and untracked-not-ignored); without git, everything but caches."""
-    if (root / ".git").exists():
-        names = [n for n in _git(root, "ls-files", "-co", "--exclude-standard", "-z").split("\0") if n]
-    else:
-        names = [
-            p.relative_to(root).as_posix()
-            for p in root.rglob("*")
-            if p.is_file() and not _IGNORED_NAMES & set(p.relative_to(root).parts)
-        ]
-    for name in names:
-        source = root / name
-        if source.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, dest / name)
+    copy_files(root, visible_files(root), dest)
 
 
 _PHASES = (

@@ -1,4 +1,6 @@
-"""The equivalents file: operator mutants marked, once and with a reason, as equivalent to the original.
+"""The equivalents file: operator mutants marked, once and with a reason, as equivalent to the original
+(`[[equivalent]]`: no machine can observe them) or as uncovered (`[[uncovered]]`: this machine cannot, another
+could; each entry says in `observation` what a run there would see).
 
 An entry matches a mutant by its change (module, function, the changed lines before and after, compared with
 surrounding whitespace stripped), not by mutmut's numbering, which shifts whenever the function is edited.
@@ -35,8 +37,12 @@ class Equivalent:
     original: str = ""
     mutated: str = ""
     mutant: str = ""
+    observation: str = ""  # [[uncovered]] only: what a run on the machine that can observe it would see
+    kind: str = "equivalent"  # "equivalent" or "uncovered": the table it came from
 
     def __post_init__(self) -> None:
+        if self.kind == "uncovered" and not self.observation.strip():
+            raise EquivalentsError(f"uncovered entry {self.mutant or self.function!r} needs an observation")
         if not self.reason.strip():
             raise EquivalentsError(f"equivalent entry {self.mutant or self.function!r} needs a reason")
         if not self.mutant and not (self.module and self.function and self.original):
@@ -63,29 +69,37 @@ def load(path: Path) -> tuple[Equivalent, ...]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as error:
         raise EquivalentsError(f"{path}: {error}") from None
-    entries = data.get("equivalent", [])
-    if not isinstance(entries, list):
-        raise EquivalentsError(f"{path}: `equivalent` must be an array of tables ([[equivalent]])")
-    known = set(Equivalent.__dataclass_fields__)
+    unknown_tables = sorted(set(data) - {"equivalent", "uncovered"})
+    if unknown_tables:
+        raise EquivalentsError(f"{path}: unknown tables {unknown_tables} (want [[equivalent]] or [[uncovered]])")
+    known = set(Equivalent.__dataclass_fields__) - {"kind"}
     equivalents = []
-    for entry in entries:
-        unknown = set(entry) - known if isinstance(entry, dict) else {"<not a table>"}
-        if unknown:
-            raise EquivalentsError(f"{path}: unknown keys {sorted(unknown)} in an equivalent entry")
-        if not all(isinstance(value, str) for value in entry.values()):
-            raise EquivalentsError(f"{path}: every value in an equivalent entry must be a string")
-        equivalents.append(Equivalent(**entry))
+    for kind in ("equivalent", "uncovered"):
+        entries = data.get(kind, [])
+        if not isinstance(entries, list):
+            raise EquivalentsError(f"{path}: `{kind}` must be an array of tables ([[{kind}]])")
+        for entry in entries:
+            unknown = set(entry) - known if isinstance(entry, dict) else {"<not a table>"}
+            if unknown or (kind == "equivalent" and "observation" in entry):
+                raise EquivalentsError(f"{path}: unknown keys {sorted(unknown or {'observation'})} in a {kind} entry")
+            if not all(isinstance(value, str) for value in entry.values()):
+                raise EquivalentsError(f"{path}: every value in an {kind} entry must be a string")
+            equivalents.append(Equivalent(**entry, kind=kind))
     return tuple(equivalents)
 
 
 def apply(mutants: Iterable[SweepMutant], equivalents: tuple[Equivalent, ...]) -> tuple[SweepMutant, ...]:
-    """Survivors an entry matches become IGNORED with its reason; every other verdict stands, since a
-    mutant a gate kills is not equivalent whatever the file says."""
+    """Survivors an entry matches become IGNORED (equivalent) or UNCOVERED with its reason; every other verdict
+    stands, since a mutant a gate kills is not equivalent whatever the file says."""
     marked = []
     for mutant in mutants:
         entry = next((eq for eq in equivalents if eq.matches(mutant)), None)
         if entry is not None and mutant.status == MutantStatus.SURVIVED:
-            mutant = replace(mutant, status=MutantStatus.IGNORED, reason=entry.reason.strip())
+            if entry.kind == "uncovered":
+                why = f"{entry.reason.strip()}; elsewhere: {entry.observation.strip()}"
+                mutant = replace(mutant, status=MutantStatus.UNCOVERED, reason=why)
+            else:
+                mutant = replace(mutant, status=MutantStatus.IGNORED, reason=entry.reason.strip())
         marked.append(mutant)
     return tuple(marked)
 

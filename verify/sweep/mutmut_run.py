@@ -49,8 +49,10 @@ _STATUS_BY_EXIT_CODE: dict[int | None, MutantStatus] = {
     None: MutantStatus.NOT_CHECKED,
     0: MutantStatus.SURVIVED,
     1: MutantStatus.KILLED,
-    3: MutantStatus.KILLED,  # pytest internal error: a gate could not pass
-    2: MutantStatus.NOT_CHECKED,  # pytest interrupted
+    # pytest's own trouble is never a kill: 2 interrupted, 3 internal error, 4 usage error.
+    2: MutantStatus.ERROR,
+    3: MutantStatus.ERROR,
+    4: MutantStatus.ERROR,
     5: MutantStatus.NO_TESTS,
     33: MutantStatus.NO_TESTS,
     34: MutantStatus.SKIPPED,
@@ -65,7 +67,9 @@ _STATUS_BY_EXIT_CODE: dict[int | None, MutantStatus] = {
     -9: MutantStatus.CRASHED,
 }
 # Verdicts a report shows a diff for; killed mutants need none and skipping them keeps big sweeps fast.
-_DETAILED = {MutantStatus.SURVIVED, MutantStatus.NO_TESTS, MutantStatus.SUSPICIOUS, MutantStatus.TIMEOUT}
+_DETAILED = {
+    MutantStatus.SURVIVED, MutantStatus.NO_TESTS, MutantStatus.SUSPICIOUS, MutantStatus.TIMEOUT, MutantStatus.ERROR,
+}  # fmt: skip
 
 
 def status_of(exit_code: int | None) -> MutantStatus:

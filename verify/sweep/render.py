@@ -56,7 +56,7 @@ def render_result(result: SweepResult, modules: tuple[ModuleSummary, ...], conso
     console = console or Console()
     table = Table(title="Operator mutants by runner module", title_justify="left")
     table.add_column("module", no_wrap=True)
-    for column in ("survived", "no tests", "killed", "ignored", "unchecked", "decorated"):
+    for column in ("survived", "no tests", "killed", "equivalent", "uncovered", "error", "unchecked", "decorated"):
         table.add_column(column, justify="right")
     for module in modules:
         table.add_row(
@@ -68,6 +68,8 @@ def render_result(result: SweepResult, modules: tuple[ModuleSummary, ...], conso
                     MutantStatus.NO_TESTS,
                     MutantStatus.KILLED,
                     MutantStatus.IGNORED,
+                    MutantStatus.UNCOVERED,
+                    MutantStatus.ERROR,
                     MutantStatus.NOT_CHECKED,
                 )
             ),

@@ -181,7 +181,10 @@ _JUNIT_FAILURES = {
     MutantStatus.SURVIVED: "survived: every gate covering the function stayed green",
     MutantStatus.NO_TESTS: "no tests: no selected gate calls this function",
 }
-_JUNIT_SKIPS = {MutantStatus.IGNORED, MutantStatus.NOT_CHECKED, MutantStatus.SKIPPED, MutantStatus.TYPE_CHECKED}
+_JUNIT_SKIPS = {
+    MutantStatus.IGNORED, MutantStatus.UNCOVERED, MutantStatus.NOT_CHECKED, MutantStatus.SKIPPED,
+    MutantStatus.TYPE_CHECKED,
+}  # fmt: skip
 
 
 def write_junit(path: Path, result: SweepResult) -> None:
@@ -241,6 +244,7 @@ def write_html(path: Path, result: SweepResult, catalog: Mapping[str, Mutation])
         f"<h1>dflash sweep: {result.outcome}</h1><p>score {result.score:.3f}: "
         f"{result.count(MutantStatus.KILLED)} killed, {len(by[MutantStatus.SURVIVED])} survived, "
         f"{len(by[MutantStatus.NO_TESTS])} with no tests, {len(by[MutantStatus.IGNORED])} ignored as equivalent, "
+        f"{len(by[MutantStatus.UNCOVERED])} uncovered on this machine, {len(by[MutantStatus.ERROR])} errors, "
         f"{len(by[MutantStatus.NOT_CHECKED])} not checked; {len(result.decorated)} decorated functions "
         f"never mutated by mutmut.</p><pre>{html.escape(result.message)}</pre>"
         "<table><tr><th>module</th><th>function</th><th>survived</th><th>no tests</th><th>killed</th>"
@@ -248,6 +252,8 @@ def write_html(path: Path, result: SweepResult, catalog: Mapping[str, Mutation])
         + _html_mutants("Survivors", by[MutantStatus.SURVIVED], offer_equivalent=True)
         + _html_mutants("No tests", by[MutantStatus.NO_TESTS])
         + _html_mutants("Ignored as equivalent", by[MutantStatus.IGNORED])
+        + _html_mutants("Uncovered on this machine", by[MutantStatus.UNCOVERED])
+        + _html_mutants("Errors (no verdict)", by[MutantStatus.ERROR])
         + (f"<h2>Decorated, never mutated ({len(result.decorated)})</h2><ul>{skipped}</ul>" if skipped else "")
     )
     style = "body{font-family:sans-serif}td,th{padding:2px 8px;text-align:left}pre{background:#f4f4f4}"

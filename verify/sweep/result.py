@@ -20,7 +20,9 @@ class MutantStatus(StrEnum):
     SKIPPED = "skipped"
     TYPE_CHECKED = "type_checked"  # rejected by a type checker before any gate ran
     NOT_CHECKED = "not_checked"  # the budget or an interrupt stopped the sweep first
-    IGNORED = "ignored"  # survived, but marked equivalent in the equivalents file
+    IGNORED = "ignored"  # survived, but marked equivalent (everywhere) in the equivalents file
+    UNCOVERED = "uncovered"  # survived, but marked unobservable on this machine (CUDA-only, dtype-only)
+    ERROR = "error"  # pytest ended without a verdict (interrupted, internal or usage error): not a kill
 
 
 # As in `dflash verify`: only a red gate is a catch; a hang or a dead process is not a gate checking
