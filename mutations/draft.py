@@ -46,7 +46,7 @@ register(
         bug_class="The block is drafted from [MASK x B] without the anchor token (block ids built before the anchor "
         "is written).",
         file="runner/proposer.py",
-        anchor="block_ids[:, 0] = torch.tensor([r.anchor for r in requests], device=engine.device)",
+        anchor="block_ids[:, 0] = anchors",
         replacement="pass  # anchor never written into the block",
         expect_killed_by=(NUMERICS, "tests/gates/test_gate_acceptance.py::test_acceptance_above_measured_floor"),
     ),

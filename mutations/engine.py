@@ -1,5 +1,5 @@
 """Mutations of the engine's bookkeeping: the position invariant, row moves, commits and the trace
-(runner/engine.py, runner/batch.py, runner/request.py)."""
+(runner/engine.py, runner/engine_config.py, runner/batch.py, runner/request.py)."""
 
 from verify.mutation import Mutation, register
 
@@ -8,7 +8,7 @@ register(
         name="delete-position-invariant",
         bug_class="The check that the first pending position equals the draft store's length is removed; a wrong "
         "context is then drafted from silently (deleted in a production port with the whole suite green).",
-        file="runner/engine.py",
+        file="runner/batch.py",
         anchor="if first != store_len or last + 1 != request.num_committed:",
         replacement="if False:",
         expect_killed_by=("tests/gates/test_gate_store.py::test_corrupted_store_raises_position_invariant",),
@@ -36,8 +36,8 @@ register(
         bug_class="The bonus token is read from the block's last row instead of the row after the accepted prefix "
         "(an indexing slip in greedy verification).",
         file="runner/engine.py",
-        anchor="count, bonus = accepted[row], argmax[row][accepted[row]]",
-        replacement="count, bonus = accepted[row], argmax[row][-1]",
+        anchor="bonus = argmax.gather(1, accepted[:, None])[:, 0]",
+        replacement="bonus = argmax[:, -1]",
         expect_killed_by=("tests/gates/test_gate_acceptance.py::test_speculative_equals_plain_decoding",),
     ),
     Mutation(
@@ -80,6 +80,15 @@ register(
         anchor="accepted=count,",
         replacement="accepted=produced,",
         expect_killed_by=("tests/gates/test_gate_trace.py::test_trace_agrees_with_outputs",),
+    ),
+    Mutation(
+        name="engine-config-accepts-zero",
+        bug_class="EngineConfig accepts zero rows, pages or page size; the engine then fails later with an "
+        "unnamed error (division by zero in the slot maths, an empty pool) instead of a named refusal.",
+        file="runner/engine_config.py",
+        anchor="or value < 1:",
+        replacement="or value < 0:",
+        expect_killed_by=("tests/gates/test_gate_rules.py::test_invalid_engine_config_is_refused_by_name[no-rows]",),
     ),
     Mutation(
         name="trace-drops-first-step",

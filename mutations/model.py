@@ -1,5 +1,5 @@
 """Mutations of the model maths and checkpoint loading (runner/layers.py, runner/target.py, runner/config.py,
-runner/loader.py)."""
+runner/config_read.py, runner/loader.py)."""
 
 from verify.mutation import Mutation, register
 
@@ -27,8 +27,8 @@ register(
         name="mask-token-off-by-one",
         bug_class="The draft's mask_token_id read from the config off by one (the block filled with a real token).",
         file="runner/config.py",
-        anchor="mask_token_id=int(mask_token_id),",
-        replacement="mask_token_id=int(mask_token_id) - 1,",
+        anchor="mask_token_id=mask_token_id,",
+        replacement="mask_token_id=mask_token_id - 1,",
         expect_killed_by=("tests/gates/test_gate_numerics.py::test_draft_block_logits_match_dense_reference",),
     ),
     Mutation(
@@ -56,6 +56,18 @@ register(
         anchor="check_weights(weights, DFlashDraft.expected_shapes(cfg), str(folder))",
         replacement="pass",
         expect_killed_by=("tests/gates/test_gate_checkpoint.py::test_wrong_shape_is_refused",),
+    ),
+    Mutation(
+        name="config-value-coerced",
+        bug_class="A config.json value of the wrong JSON type is converted (int('64'), int(2.0), int(True)) "
+        "instead of refused by a named error that names the key and the file.",
+        file="runner/config_read.py",
+        anchor="        if isinstance(value, bool) or not isinstance(value, int):\n"
+        "            raise self.refuse(key, wanted, value)\n",
+        replacement="        value = int(value)\n",
+        expect_killed_by=(
+            "tests/gates/test_gate_checkpoint.py::test_wrong_typed_config_value_is_refused_by_name[string-for-int]",
+        ),
     ),
     Mutation(
         name="malformed-config-escapes",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from runner.errors import PositionInvariantError
 from runner.request import Request
 
 
@@ -21,7 +22,8 @@ class BatchRows:
         self.draft_block_table = torch.zeros(max_rows, max_pages, dtype=torch.long, device=device)
         # Draft store length: how many committed positions have context K/V in the draft store.
         self.store_lens = [0] * max_rows
-        # Features of committed tokens whose K/V are not in the draft store yet ([c, F]) and their positions ([c]).
+        # Features of committed tokens whose K/V are not in the draft store yet ([c, F], on the device) and their
+        # positions ([c], on the host: the invariant check reads them without a device sync).
         self.pending: list[torch.Tensor | None] = [None] * max_rows
         self.pending_positions: list[torch.Tensor | None] = [None] * max_rows
         # Dense (unpaged) draft path only: every committed token's features ([L, F]).
@@ -73,3 +75,21 @@ class BatchRows:
             self.clear_row(row)
         self.num_rows = dst
         return moves
+
+    def check_position_invariant(self, row: int) -> None:
+        """Before a draft: the pending context starts at the store's length and ends just before the anchor.
+
+        Host-side only: positions and lengths live on the CPU, so the check costs no device synchronisation.
+        """
+        request = self.requests[row]
+        assert request is not None
+        positions = self.pending_positions[row]
+        store_len = self.store_lens[row]
+        if positions is None or positions.numel() == 0:
+            raise PositionInvariantError(f"request {request.request_id}: no pending context before a draft")
+        first, last = int(positions[0]), int(positions[-1])
+        if first != store_len or last + 1 != request.num_committed:
+            raise PositionInvariantError(
+                f"request {request.request_id} (row {row}): pending context covers positions [{first}, {last}] "
+                f"but the draft store holds {store_len} and the anchor sits at L={request.num_committed}"
+            )

@@ -16,17 +16,26 @@ from safetensors.torch import load_file, save_file
 from runner.errors import CheckpointError
 
 CONFIG_NAME = "config.json"
+GENERATION_CONFIG_NAME = "generation_config.json"
 WEIGHTS_NAME = "model.safetensors"
 INDEX_NAME = "model.safetensors.index.json"
 
 
-def read_config(folder: str | Path) -> dict[str, Any]:
+# Stored weights may be in any floating dtype the loader can convert exactly enough; integer or quantized
+# tensors would load as garbage numbers.
+WEIGHT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
+def read_config(folder: str | Path, name: str = CONFIG_NAME, required: bool = True) -> dict[str, Any]:
+    """The folder's `config.json` (or another JSON file of it; an absent optional one reads as {})."""
     path = Path(folder)
     if not path.is_dir():
         raise CheckpointError(f"checkpoint folder {str(path)!r} does not exist")
-    config_path = path / CONFIG_NAME
+    config_path = path / name
     if not config_path.is_file():
-        raise CheckpointError(f"{path}: no {CONFIG_NAME}")
+        if not required:
+            return {}
+        raise CheckpointError(f"{path}: no {name}")
     try:
         raw = json.loads(config_path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -69,7 +78,10 @@ def write_folder(folder: str | Path, config: dict[str, Any], weights: dict[str, 
 
 
 def check_weights(weights: dict[str, torch.Tensor], expected: dict[str, tuple[int, ...]], where: str) -> None:
-    """Every expected tensor present with its shape; nothing unexpected. Raises before any model state changes."""
+    """Every expected tensor present with its shape, a floating dtype and finite values; nothing unexpected.
+
+    Raises before any model state changes.
+    """
     missing = sorted(set(expected) - set(weights))
     if missing:
         raise CheckpointError(f"{where}: missing weights {missing[:5]}{' ...' if len(missing) > 5 else ''}")
@@ -79,3 +91,9 @@ def check_weights(weights: dict[str, torch.Tensor], expected: dict[str, tuple[in
     for name, shape in expected.items():
         if tuple(weights[name].shape) != shape:
             raise CheckpointError(f"{where}: {name} has shape {tuple(weights[name].shape)}, config says {shape}")
+    for name, tensor in weights.items():
+        if tensor.dtype not in WEIGHT_DTYPES:
+            raise CheckpointError(f"{where}: {name} is stored as {tensor.dtype}; expected a floating dtype")
+        # A NaN or inf weight poisons every logit it reaches; refuse it here rather than decode garbage.
+        if not bool(torch.isfinite(tensor).all()):
+            raise CheckpointError(f"{where}: {name} holds non-finite values (NaN or inf)")

@@ -8,25 +8,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from runner.config_read import ConfigReader
 from runner.errors import CheckpointError, UnsupportedConfigError
 
 DRAFT_KINDS = ("dflash", "dflash2")
 LAYER_TYPES = ("full_attention", "sliding_attention")
 
 
-def _rope_theta(raw: dict[str, Any]) -> float:
+def _rope_theta(read: ConfigReader) -> float:
     # transformers 5 nests rope settings in `rope_parameters`; older files keep `rope_theta` at top level.
-    params = raw.get("rope_parameters") or raw.get("rope_scaling") or {}
+    key = "rope_parameters" if read.raw.get("rope_parameters") else "rope_scaling"
+    params = read.nested(key)
     rope_type = params.get("rope_type", params.get("type", "default"))
     if rope_type != "default":
-        raise UnsupportedConfigError(f"rope_type {rope_type!r} is not supported (only 'default')")
-    return float(params.get("rope_theta", raw.get("rope_theta", 10000.0)))
-
-
-def _require(raw: dict[str, Any], key: str, where: str) -> Any:
-    if key not in raw:
-        raise CheckpointError(f"{where}: config.json lacks required key {key!r}")
-    return raw[key]
+        raise UnsupportedConfigError(f"{read.where}: rope_type {rope_type!r} is not supported (only 'default')")
+    if "rope_theta" in params.raw:
+        return params.number("rope_theta", positive=True)
+    return read.number("rope_theta", 10000.0, positive=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +43,7 @@ class TargetConfig:
     max_position_embeddings: int = 4096
     tie_word_embeddings: bool = False
     attention_bias: bool = False
-    eos_token_id: int | None = None
+    eos_token_ids: tuple[int, ...] = ()  # generation ends at any of them unless a request opts out
 
     def __post_init__(self) -> None:
         for name in (
@@ -66,31 +64,40 @@ class TargetConfig:
                 f"num_attention_heads ({self.num_attention_heads}) is not a multiple of "
                 f"num_key_value_heads ({self.num_key_value_heads})"
             )
+        if not self.rms_norm_eps > 0 or not self.rope_theta > 0:
+            raise CheckpointError("config fields rms_norm_eps and rope_theta must be positive")
+        bad = [t for t in self.eos_token_ids if not 0 <= t < self.vocab_size]
+        if bad:
+            raise CheckpointError(f"eos_token_id {bad} outside the vocab ({self.vocab_size})")
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], where: str = "target") -> TargetConfig:
-        if raw.get("use_sliding_window"):
+        read = ConfigReader(raw, where)
+        if read.flag("use_sliding_window", False, or_none=True):
             raise UnsupportedConfigError(f"{where}: sliding-window targets are not supported")
-        act = raw.get("hidden_act", "silu")
+        act = read.string("hidden_act", "silu")
         if act != "silu":
             raise UnsupportedConfigError(f"{where}: hidden_act {act!r} is not supported (only 'silu')")
-        heads = int(_require(raw, "num_attention_heads", where))
-        hidden = int(_require(raw, "hidden_size", where))
-        eos = raw.get("eos_token_id")
+        heads = read.integer("num_attention_heads")
+        hidden = read.integer("hidden_size")
+        # HF writes null for "same as the attention heads" / "hidden_size // heads".
+        kv_heads = read.integer("num_key_value_heads", None, or_none=True)
+        head_dim = read.integer("head_dim", None, or_none=True)
+        eos = read.get("eos_token_id", None)
         return cls(
-            vocab_size=int(_require(raw, "vocab_size", where)),
+            vocab_size=read.integer("vocab_size"),
             hidden_size=hidden,
-            intermediate_size=int(_require(raw, "intermediate_size", where)),
-            num_hidden_layers=int(_require(raw, "num_hidden_layers", where)),
+            intermediate_size=read.integer("intermediate_size"),
+            num_hidden_layers=read.integer("num_hidden_layers"),
             num_attention_heads=heads,
-            num_key_value_heads=int(raw.get("num_key_value_heads") or heads),
-            head_dim=int(raw.get("head_dim") or hidden // heads),
-            rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
-            rope_theta=_rope_theta(raw),
-            max_position_embeddings=int(raw.get("max_position_embeddings", 4096)),
-            tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
-            attention_bias=bool(raw.get("attention_bias", False)),
-            eos_token_id=eos[0] if isinstance(eos, list) and eos else eos,
+            num_key_value_heads=kv_heads or heads,
+            head_dim=head_dim or hidden // heads,
+            rms_norm_eps=read.number("rms_norm_eps", 1e-6, positive=True),
+            rope_theta=_rope_theta(read),
+            max_position_embeddings=read.integer("max_position_embeddings", 4096),
+            tie_word_embeddings=read.flag("tie_word_embeddings", False),
+            attention_bias=read.flag("attention_bias", False),
+            eos_token_ids=() if eos is None else read.integers("eos_token_id"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -114,7 +121,7 @@ class TargetConfig:
             "attention_bias": self.attention_bias,
             "attention_dropout": 0.0,
             "use_sliding_window": False,
-            "eos_token_id": self.eos_token_id,
+            "eos_token_id": _eos_json(self.eos_token_ids),
             "torch_dtype": "float32",
         }
 
@@ -181,48 +188,56 @@ class DraftConfig:
     @classmethod
     def from_dict(cls, raw: dict[str, Any], where: str = "draft") -> DraftConfig:
         shapes = TargetConfig.from_dict({**raw, "use_sliding_window": False}, where)
-        dflash = raw.get("dflash_config") or {}
+        read = ConfigReader(raw, where)
+        dflash = read.nested("dflash_config")
 
-        def value(name: str, default: Any = None) -> Any:
+        def source(name: str) -> ConfigReader:
             # Same lookup order as the reference: dflash_config first, then the top level.
-            return dflash.get(name, raw.get(name, default))
+            return dflash if name in dflash.raw else read
 
-        num_target_layers = raw.get("num_target_layers")
-        if num_target_layers is None:
-            raise CheckpointError(f"{where}: config.json lacks 'num_target_layers' (not a DFlash draft?)")
-        mask_token_id = value("mask_token_id")
-        if mask_token_id is None:
+        if raw.get("num_target_layers") is None:
+            raise CheckpointError(f"{where}: lacks 'num_target_layers' (not a DFlash draft?)")
+        num_target_layers = read.integer("num_target_layers")
+        if source("mask_token_id").get("mask_token_id", None) is None:
             raise CheckpointError(f"{where}: dflash_config lacks 'mask_token_id'")
-        layer_ids = value("target_layer_ids")
+        mask_token_id = source("mask_token_id").integer("mask_token_id", minimum=0)
+        # Negative layer ids are read here and refused by the fit check, which knows the target.
+        layer_ids = source("target_layer_ids").integers("target_layer_ids", None, minimum=None)
         if layer_ids is None:
-            layer_ids = default_target_layer_ids(int(num_target_layers), shapes.num_hidden_layers)
-        layer_types = raw.get("layer_types")
+            layer_ids = default_target_layer_ids(num_target_layers, shapes.num_hidden_layers)
+        layer_types = read.strings("layer_types") if raw.get("layer_types") else ()
         if not layer_types:
-            sliding = bool(raw.get("use_sliding_window"))
-            max_window = raw.get("max_window_layers", shapes.num_hidden_layers)
-            layer_types = [
+            sliding = read.flag("use_sliding_window", False, or_none=True)
+            max_window = read.integer("max_window_layers", shapes.num_hidden_layers, minimum=0, or_none=True)
+            layer_types = tuple(
                 "sliding_attention" if sliding and i >= max_window else "full_attention"
                 for i in range(shapes.num_hidden_layers)
-            ]
-        softcap = value("final_logit_softcapping")
-        is_dflash2 = value("conv_kernel_size") is not None or "DFlash2" in str(raw.get("architectures"))
+            )
+        kernel_size = source("conv_kernel_size").get("conv_kernel_size", None)
+        is_dflash2 = kernel_size is not None or "DFlash2" in str(raw.get("architectures"))
+
+        def dflash2_size(name: str) -> int:
+            return source(name).integer(name, 0, minimum=0, or_none=True) or 0
+
         return cls(
             target=shapes,
-            num_target_layers=int(num_target_layers),
-            block_size=int(value("block_size", 16)),
-            mask_token_id=int(mask_token_id),
-            target_layer_ids=tuple(int(i) for i in layer_ids),
-            layer_types=tuple(layer_types),
-            is_causal=raw.get("is_causal"),
-            sliding_window=raw.get("sliding_window"),
-            input_embedding_scale=float(value("input_embedding_scale", 1.0)),
-            output_multiplier=float(value("output_multiplier", 1.0)),
-            final_logit_softcapping=None if softcap is None else float(softcap),
+            num_target_layers=num_target_layers,
+            block_size=source("block_size").integer("block_size", 16),
+            mask_token_id=mask_token_id,
+            target_layer_ids=tuple(layer_ids),
+            layer_types=layer_types,
+            is_causal=read.flag("is_causal", None, or_none=True),
+            sliding_window=read.integer("sliding_window", None, or_none=True),
+            input_embedding_scale=source("input_embedding_scale").number("input_embedding_scale", 1.0),
+            output_multiplier=source("output_multiplier").number("output_multiplier", 1.0),
+            final_logit_softcapping=source("final_logit_softcapping").number(
+                "final_logit_softcapping", None, or_none=True
+            ),
             kind="dflash2" if is_dflash2 else "dflash",
-            conv_kernel_size=int(value("conv_kernel_size", 0) or 0),
-            conv_group_size=int(value("conv_group_size", 0) or 0),
-            selector_rank=int(value("selector_rank", 0) or 0),
-            selector_top_k=int(value("selector_top_k", 0) or 0),
+            conv_kernel_size=dflash2_size("conv_kernel_size"),
+            conv_group_size=dflash2_size("conv_group_size"),
+            selector_rank=dflash2_size("selector_rank"),
+            selector_top_k=dflash2_size("selector_top_k"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -254,6 +269,11 @@ class DraftConfig:
             out["sliding_window"] = self.sliding_window
         out.pop("eos_token_id", None)
         return out
+
+
+def _eos_json(ids: tuple[int, ...]) -> int | list[int] | None:
+    """HF's spellings: null, one id, or a list."""
+    return None if not ids else ids[0] if len(ids) == 1 else list(ids)
 
 
 def default_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> tuple[int, ...]:

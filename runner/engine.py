@@ -1,12 +1,14 @@
 """The engine: wires the scheduler, the rows, the paged caches, the target and the draft into `generate`.
 
 One `step()` admits and prefills waiting requests, then runs one draft-and-verify round over every running
-row, commits the accepted tokens, releases finished requests and compacts the rows.
+row, commits the accepted tokens, releases finished requests and compacts the rows. The decode loop moves
+data to the host once per step: acceptance and bonus tokens are computed for all rows on the device, then
+one transfer brings drafted ids, counts and bonuses back for the per-request bookkeeping.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import deque
 from pathlib import Path
 
 import torch
@@ -14,45 +16,18 @@ import torch
 from runner.batch import BatchRows
 from runner.block_manager import BlockAllocator, pages_for
 from runner.draft import DFlashDraft
-from runner.errors import InvalidRequestError, PositionInvariantError, RunnerError
+from runner.engine_config import EngineConfig, GenerationOutput
+from runner.errors import InvalidRequestError, RunnerError
 from runner.kv_cache import PagedKVCache
 from runner.loader import load_draft, load_target, resolve_dtype
 from runner.proposer import Proposal, propose
-from runner.request import FinishReason, Request
-from runner.sampling import SamplingParams, draw, greedy_accept, rejection_accept, sampling_probs
+from runner.request import FinishReason, Request, check_request
+from runner.sampling import SamplingParams, greedy_accept_counts, rejection_accept, sampling_probs
 from runner.scheduler import Scheduler
 from runner.target import PagedInputs, Qwen3Target
 from runner.trace import StepRecord, Trace
 
-DRAFT_ATTENTION = ("paged", "dense")
-
-
-@dataclass(frozen=True, slots=True)
-class EngineConfig:
-    max_num_seqs: int = 16
-    page_size: int = 16
-    num_pages: int = 256  # per pool (target cache and draft store each)
-    block_size: int | None = None  # None: the draft's own block size
-    draft_attention: str = "paged"  # "dense": recompute context K/V from every committed feature (no store)
-    trace: bool = False
-
-    def __post_init__(self) -> None:
-        for name in ("max_num_seqs", "page_size", "num_pages"):
-            if getattr(self, name) < 1:
-                raise InvalidRequestError(f"EngineConfig.{name} must be >= 1")
-        if self.block_size is not None and self.block_size < 1:
-            raise InvalidRequestError("EngineConfig.block_size must be >= 1")
-        if self.draft_attention not in DRAFT_ATTENTION:
-            raise InvalidRequestError(f"draft_attention must be one of {DRAFT_ATTENTION}")
-
-
-@dataclass(frozen=True, slots=True)
-class GenerationOutput:
-    request_id: int
-    prompt_ids: tuple[int, ...]
-    token_ids: tuple[int, ...]  # generated ids, prompt excluded
-    acceptance_lengths: tuple[int, ...]  # tokens committed per verify step (accepted + bonus)
-    finish_reason: str
+__all__ = ["Engine", "EngineConfig", "GenerationOutput"]
 
 
 class Engine:
@@ -65,27 +40,12 @@ class Engine:
         tcfg = target.config
         self.block_size = 1 if draft is None else (self.config.block_size or draft.config.block_size)
         cfg = self.config
-        self.target_cache = PagedKVCache(
-            tcfg.num_hidden_layers,
-            cfg.num_pages,
-            cfg.page_size,
-            tcfg.num_key_value_heads,
-            tcfg.head_dim,
-            self.dtype,
-            self.device,
-        )
+        self.target_cache = PagedKVCache.for_model(tcfg, cfg.num_pages, cfg.page_size, self.dtype, self.device)
         self.draft_store: PagedKVCache | None = None
         draft_pool = None
         if draft is not None:
-            dcfg = draft.config.target
-            self.draft_store = PagedKVCache(
-                dcfg.num_hidden_layers,
-                cfg.num_pages,
-                cfg.page_size,
-                dcfg.num_key_value_heads,
-                dcfg.head_dim,
-                self.dtype,
-                self.device,
+            self.draft_store = PagedKVCache.for_model(
+                draft.config.target, cfg.num_pages, cfg.page_size, self.dtype, self.device
             )
             draft_pool = BlockAllocator(cfg.num_pages, "draft store")
         self.scheduler = Scheduler(
@@ -100,7 +60,9 @@ class Engine:
         self.trace: Trace | None = Trace() if cfg.trace else None
         self.num_steps = 0
         self._next_id = 0
-        self._requests: dict[int, Request] = {}
+        self._requests: dict[int, Request] = {}  # queued and running requests only
+        self._outputs: dict[int, GenerationOutput] = {}  # finished or aborted, until popped or the next generate
+        self._offsets = torch.arange(self.block_size, device=self.device)  # [B], reused by every decode step
 
     @classmethod
     def from_pretrained(
@@ -124,81 +86,105 @@ class Engine:
 
     def add_request(self, prompt_ids: list[int], params: SamplingParams) -> int:
         """Queues one request after validating it; a refused request leaves the engine untouched."""
-        request = self._validate(prompt_ids, params)
+        ids = self._validate(prompt_ids, params)
+        return self._enqueue(ids, params)
+
+    def _validate(self, prompt_ids: list[int], params: SamplingParams) -> list[int]:
+        """The prompt's ids, or a named error. Reads no RNG and changes no engine state."""
+        if not isinstance(params, SamplingParams):
+            raise InvalidRequestError("params must be a SamplingParams")
+        tcfg = self.target.config
+        ids = check_request(prompt_ids, params, tcfg.vocab_size, tcfg.max_position_embeddings)
+        self.scheduler.check_fits_length(len(ids) + params.max_tokens)
+        return ids
+
+    def _enqueue(self, ids: list[int], params: SamplingParams) -> int:
+        """Only after validation: the unseeded request's seed is the one draw from the global RNG."""
+        generator = None
+        if not params.is_greedy:
+            generator = torch.Generator(device=self.device)
+            generator.manual_seed(params.seed if params.seed is not None else int(torch.randint(2**62, ()).item()))
+        stop_ids = set(params.stop_token_ids)
+        if not params.ignore_eos:
+            stop_ids.update(self.target.config.eos_token_ids)
+        request = Request(self._next_id, ids, params, generator=generator, stop_ids=frozenset(stop_ids))
         self.scheduler.add(request)
         self._requests[request.request_id] = request
         self._next_id += 1
         return request.request_id
 
-    def _validate(self, prompt_ids: list[int], params: SamplingParams) -> Request:
-        """The request as it would be queued, or a named error; changes no engine state."""
-        if not isinstance(params, SamplingParams):
-            raise InvalidRequestError("params must be a SamplingParams")
-        ids = list(prompt_ids)
-        if not ids:
-            raise InvalidRequestError("empty prompt")
-        vocab = self.target.config.vocab_size
-        if any(isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab for t in ids):
-            raise InvalidRequestError(f"prompt ids must be integers in [0, {vocab})")
-        limit = self.target.config.max_position_embeddings
-        if len(ids) + params.max_tokens > limit:
-            raise InvalidRequestError(
-                f"prompt ({len(ids)} tokens) + max_tokens ({params.max_tokens}) exceeds the model's context ({limit})"
-            )
-        generator = None
-        if not params.is_greedy:
-            generator = torch.Generator(device=self.device)
-            generator.manual_seed(params.seed if params.seed is not None else int(torch.randint(2**62, ()).item()))
-        request = Request(self._next_id, ids, params, generator=generator)
-        self.scheduler.check_fits(request)
-        return request
-
     def has_unfinished(self) -> bool:
         return self.scheduler.has_work()
 
     def output(self, request_id: int) -> GenerationOutput:
+        """A queued or running request's progress, or a finished one's result (kept until popped)."""
+        if request_id in self._outputs:
+            return self._outputs[request_id]
         if request_id not in self._requests:
             raise InvalidRequestError(f"unknown request id {request_id!r}")
-        r = self._requests[request_id]
-        return GenerationOutput(
-            r.request_id,
-            tuple(r.prompt_ids),
-            tuple(r.generated_ids),
-            tuple(r.acceptance_lengths),
-            str(r.finish_reason or FinishReason.LENGTH),
-        )
+        return self._requests[request_id].to_output()
+
+    def pop_output(self, request_id: int) -> GenerationOutput:
+        """A finished request's result, forgotten by the engine afterwards."""
+        if request_id not in self._outputs:
+            raise InvalidRequestError(f"request id {request_id!r} has not finished or is unknown")
+        return self._outputs.pop(request_id)
 
     def generate(
         self, prompts: list[list[int]], params: SamplingParams | list[SamplingParams]
     ) -> list[GenerationOutput]:
-        per_request = params if isinstance(params, list) else [params] * len(prompts)
+        """Runs the prompts to completion. A refused call (any bad prompt or params) changes nothing: not the
+        trace, the global RNG, the pages, the request table nor the previous call's outputs."""
+        if not isinstance(prompts, list | tuple):
+            raise InvalidRequestError(f"prompts must be a list of prompts, got {type(prompts).__name__}")
+        per_request = list(params) if isinstance(params, list | tuple) else [params] * len(prompts)
         if len(per_request) != len(prompts):
             raise InvalidRequestError("one SamplingParams per prompt, or a single one for all")
         if self.has_unfinished():
             raise InvalidRequestError("generate() needs an idle engine; finish or abort running requests first")
+        checked = [self._validate(prompt, p) for prompt, p in zip(prompts, per_request, strict=True)]
         if self.trace is not None:
             self.trace = Trace()
-        for prompt, p in zip(prompts, per_request, strict=True):
-            self._validate(prompt, p)  # all or nothing: a bad prompt queues none of them
-        ids = []
+        self._outputs.clear()
         try:
-            for prompt, p in zip(prompts, per_request, strict=True):
-                ids.append(self.add_request(prompt, p))
+            ids = [self._enqueue(prompt, p) for prompt, p in zip(checked, per_request, strict=True)]
             while self.has_unfinished():
                 self.step()
         except BaseException:
             self.abort_all()
             raise
-        return [self.output(i) for i in ids]
+        return [self._outputs[i] for i in ids]
+
+    def abort(self, request_id: int) -> None:
+        """Ends a queued or running request now: its pages are freed and it leaves the request table."""
+        request = self._requests.get(request_id)
+        if request is None:
+            raise InvalidRequestError(f"request id {request_id!r} is not queued or running")
+        request.finish_reason = FinishReason.ABORT
+        # Identity, not dataclass equality: two requests are never the same because their fields agree.
+        if any(w is request for w in self.scheduler.waiting):
+            self.scheduler.waiting = deque(w for w in self.scheduler.waiting if w is not request)
+            self._finish(request)
+        else:
+            self._retire()  # running: released and compacted away like a request that finished
 
     def abort_all(self) -> None:
         """Drops every queued and running request and frees their pages: the engine is idle again."""
         for request in self.rows.active():
             self.scheduler.release(request)
+        for request in [*self.rows.active(), *self.scheduler.waiting]:
+            if not request.is_finished:
+                request.finish_reason = FinishReason.ABORT
+            self._finish(request)
         for row in range(self.rows.num_rows):
             self.rows.clear_row(row)
         self.rows.num_rows = 0
         self.scheduler.waiting.clear()
+
+    def _finish(self, request: Request) -> None:
+        """The request's result becomes a record; the request (its RNG, its lists) leaves the table."""
+        self._outputs[request.request_id] = request.to_output()
+        self._requests.pop(request.request_id, None)
 
     @torch.inference_mode()
     def step(self) -> list[int]:
@@ -220,90 +206,80 @@ class Engine:
         finished = [r for r in self.rows.active() if r.is_finished]
         for request in finished:
             self.scheduler.release(request)
+            self._finish(request)
         for src, dst in self.rows.compact():
             if self.trace is not None:
                 moved = self.rows.requests[dst]
                 self.trace.row_moves.append((self.num_steps, moved.request_id if moved else -1, src, dst))
         return finished
 
-    def _first_token(self, request: Request, logits: torch.Tensor) -> int:
-        p = request.params
-        if p.is_greedy:
-            return int(logits.argmax())
-        return draw(sampling_probs(logits, p.temperature, p.top_p, p.top_k), request.generator)
-
     def _prefill(self, requests: list[Request]) -> None:
         rows = [self.rows.add(r) for r in requests]
-        lens = torch.tensor([r.num_prompt for r in requests], device=self.device)
-        width = int(lens.max())
-        ids = torch.zeros(len(requests), width, dtype=torch.long, device=self.device)
-        for i, r in enumerate(requests):
-            ids[i, : r.num_prompt] = torch.tensor(r.prompt_ids)
+        lens_host = [r.num_prompt for r in requests]
+        width = max(lens_host)
+        ids = torch.tensor([r.prompt_ids + [0] * (width - r.num_prompt) for r in requests], device=self.device)
+        lens = torch.tensor(lens_host, device=self.device)
         positions = torch.arange(width, device=self.device).expand(len(requests), width)
         inputs = PagedInputs(ids, positions, positions < lens[:, None], self.rows.target_block_table[rows], lens)
         logits, taps = self.target(inputs, self.target_cache, self.tap_layer_ids, logit_index=lens - 1)
-        for i, (row, r) in enumerate(zip(rows, requests, strict=True)):
-            r.start(self._first_token(r, logits[i, 0]))
+        first = logits[:, 0].argmax(-1)  # [R]; sampled rows draw theirs below, on the device
+        for i, r in enumerate(requests):
+            p = r.params
+            if not p.is_greedy:
+                probs = sampling_probs(logits[i, 0], p.temperature, p.top_p, p.top_k)
+                first[i] = torch.multinomial(probs, 1, generator=r.generator)[0]
+        for i, (row, r, token) in enumerate(zip(rows, requests, first.tolist(), strict=True)):  # one transfer
+            r.start(token)
             if taps is not None:
                 self.rows.pending[row] = taps[i, : r.num_prompt]
-                self.rows.pending_positions[row] = torch.arange(r.num_prompt, device=self.device)
+                self.rows.pending_positions[row] = torch.arange(r.num_prompt)
 
     def check_position_invariant(self, row: int) -> None:
-        """Before a draft: the pending context starts at the store's length and ends just before the anchor."""
-        request = self.rows.requests[row]
-        assert request is not None
-        positions = self.rows.pending_positions[row]
-        store_len = self.rows.store_lens[row]
-        if positions is None or positions.numel() == 0:
-            raise PositionInvariantError(f"request {request.request_id}: no pending context before a draft")
-        first, last = int(positions[0]), int(positions[-1])
-        if first != store_len or last + 1 != request.num_committed:
-            raise PositionInvariantError(
-                f"request {request.request_id} (row {row}): pending context covers positions [{first}, {last}] "
-                f"but the draft store holds {store_len} and the anchor sits at L={request.num_committed}"
-            )
+        """Before a draft: the row's pending context starts at the store's length and ends before the anchor."""
+        self.rows.check_position_invariant(row)
 
     def _decode(self) -> None:
-        requests = [r for r in self.rows.requests[: self.rows.num_rows] if r is not None]
+        requests = self.rows.active()
         num_rows = len(requests)
         sizes = [min(self.block_size, r.max_length - r.num_committed) for r in requests]
         width = max(sizes)
-        committed = torch.tensor([r.num_committed for r in requests], device=self.device)
-        offsets = torch.arange(width, device=self.device)
-        positions = committed[:, None] + offsets
-        valid = offsets[None, :] < torch.tensor(sizes, device=self.device)[:, None]
-        store_before = list(self.rows.store_lens[:num_rows])
-        proposal = Proposal.empty(num_rows)
+        # One host-to-device copy of the step's row metadata: [3, R] = committed L, block size, anchor.
+        meta = torch.tensor([[r.num_committed for r in requests], sizes, [r.anchor for r in requests]])
+        committed, size, anchors = meta.to(self.device, non_blocking=True)
+        offsets = self._offsets[:width]
+        positions = committed[:, None] + offsets  # [R, W]
+        valid = offsets[None, :] < size[:, None]
+        store_before = self.rows.store_lens[:num_rows]
+        proposal = Proposal.empty(num_rows, self.device)
         if self.draft is not None and width > 1:
             for row in range(num_rows):
                 self.check_position_invariant(row)
-            proposal = propose(self, requests, sizes, positions, valid)
-        block = torch.full((num_rows, width), 0, dtype=torch.long, device=self.device)
-        for row, r in enumerate(requests):
-            block[row, 0] = r.anchor
-            if proposal.drafted[row]:
-                block[row, 1 : 1 + len(proposal.drafted[row])] = torch.tensor(proposal.drafted[row])
-        inputs = PagedInputs(block, positions, valid, self.rows.target_block_table[:num_rows], committed + valid.sum(1))
+            store = self.draft_store if self.config.draft_attention == "paged" else None
+            proposal = propose(self.draft, self.target, self.rows, store, requests, sizes, anchors, positions, valid)
+        block = torch.cat([anchors[:, None], proposal.drafted[:, : width - 1]], dim=1)  # [R, W]
+        inputs = PagedInputs(block, positions, valid, self.rows.target_block_table[:num_rows], committed + size)
         logits, taps = self.target(inputs, self.target_cache, self.tap_layer_ids)
-        accepted = greedy_accept(block[:, 1:], logits.argmax(-1), [s - 1 for s in sizes])
-        argmax = logits.argmax(-1).tolist()
+        argmax = logits.argmax(-1)  # [R, W]
+        accepted = greedy_accept_counts(block[:, 1:], argmax, size - 1)  # [R]
+        bonus = argmax.gather(1, accepted[:, None])[:, 0]
         for row, r in enumerate(requests):
-            drafted = proposal.drafted[row]
             p = r.params
-            if p.is_greedy:
-                count, bonus = accepted[row], argmax[row][accepted[row]]
-            else:
+            if not p.is_greedy:
                 target_probs = sampling_probs(logits[row, : sizes[row]], p.temperature, p.top_p, p.top_k)
-                count, bonus = rejection_accept(
-                    drafted, target_probs, proposal.probs[row], proposal.indices[row], r.generator
+                accepted[row], bonus[row] = rejection_accept(
+                    block[row, 1 : sizes[row]], target_probs, proposal.probs[row], proposal.indices[row], r.generator
                 )
+        # The step's one device-to-host transfer: [R, W + 1] = drafted ids, accepted count, bonus token.
+        host = torch.cat([block[:, 1:], accepted[:, None], bonus[:, None]], dim=1).tolist()
+        for row, r in enumerate(requests):
+            drafted, count, token = host[row][: sizes[row] - 1], host[row][-2], host[row][-1]
             start = r.num_committed
-            produced = r.commit(drafted[:count] + [bonus])
+            produced = r.commit(drafted[:count] + [token])
             r.acceptance_lengths.append(produced)
             if taps is not None:
                 # Only committed tokens' features become draft context.
                 self.rows.pending[row] = taps[row, :produced]
-                self.rows.pending_positions[row] = torch.arange(start, start + produced, device=self.device)
+                self.rows.pending_positions[row] = torch.arange(start, start + produced)
             if self.trace is not None:
                 self.trace.records.append(
                     StepRecord(

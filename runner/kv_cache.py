@@ -6,7 +6,12 @@ tensors; which request owns which pages is the block manager's and the batch's b
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
+
+if TYPE_CHECKING:
+    from runner.config import TargetConfig
 
 
 class PagedKVCache:
@@ -25,6 +30,13 @@ class PagedKVCache:
         # [num_layers, num_slots, num_kv_heads, head_dim]
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
+
+    @classmethod
+    def for_model(
+        cls, cfg: TargetConfig, num_pages: int, page_size: int, dtype: torch.dtype, device: torch.device
+    ) -> PagedKVCache:
+        """A pool for a model of these shapes (the target, or the draft's own layers)."""
+        return cls(cfg.num_hidden_layers, num_pages, page_size, cfg.num_key_value_heads, cfg.head_dim, dtype, device)
 
     def slots(self, block_table: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """block_table: [R, max_pages]; positions: [R, S] -> slot ids [R, S]."""

@@ -5,12 +5,21 @@ Everything is validated before a module is returned: a bad folder or a misfit dr
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import torch
 
-from runner.checkpoint import check_weights, read_config, read_weights, write_folder
+from runner.checkpoint import (
+    CONFIG_NAME,
+    GENERATION_CONFIG_NAME,
+    check_weights,
+    read_config,
+    read_weights,
+    write_folder,
+)
 from runner.config import DraftConfig, TargetConfig
+from runner.config_read import ConfigReader
 from runner.draft import DFlashDraft
 from runner.errors import CheckpointError, ConfigMismatchError
 from runner.target import Qwen3Target
@@ -25,7 +34,12 @@ def resolve_dtype(name: str) -> torch.dtype:
 
 
 def load_target(folder: str | Path, device: torch.device, dtype: torch.dtype) -> Qwen3Target:
-    cfg = TargetConfig.from_dict(read_config(folder), where=str(folder))
+    cfg = TargetConfig.from_dict(read_config(folder), where=str(Path(folder) / CONFIG_NAME))
+    # As transformers does: generation_config.json's eos ids, when present, are the ones generation stops at.
+    generation = read_config(folder, GENERATION_CONFIG_NAME, required=False)
+    if generation.get("eos_token_id") is not None:
+        read = ConfigReader(generation, str(Path(folder) / GENERATION_CONFIG_NAME))
+        cfg = dataclasses.replace(cfg, eos_token_ids=read.integers("eos_token_id"))
     weights = read_weights(folder)
     if cfg.tie_word_embeddings:
         weights.pop("lm_head.weight", None)  # some tied checkpoints store the copy anyway
@@ -36,7 +50,7 @@ def load_target(folder: str | Path, device: torch.device, dtype: torch.dtype) ->
 
 
 def load_draft(folder: str | Path, target: TargetConfig, device: torch.device, dtype: torch.dtype) -> DFlashDraft:
-    cfg = DraftConfig.from_dict(read_config(folder), where=str(folder))
+    cfg = DraftConfig.from_dict(read_config(folder), where=str(Path(folder) / CONFIG_NAME))
     check_fit(cfg, target, str(folder))
     weights = DFlashDraft.rename_weights(read_weights(folder))
     check_weights(weights, DFlashDraft.expected_shapes(cfg), str(folder))

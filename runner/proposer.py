@@ -2,73 +2,83 @@
 draft, and turns its block states into drafted ids (argmax, sampling, or the DFlash2 candidate walk).
 
 After a draft, every row's pending context is in the draft store (paged) or in its history (dense), and the
-store length equals the row's committed length L. The block's own K/V are never kept.
+store length equals the row's committed length L. The block's own K/V are never kept. Drafted ids stay on the
+device: the engine moves them to the host once per step, with the verification's results.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
-from runner.draft import DraftInputs
+from runner.batch import BatchRows
+from runner.draft import DFlashDraft, DraftInputs
+from runner.kv_cache import PagedKVCache
 from runner.request import Request
 from runner.sampling import sampling_probs
-
-if TYPE_CHECKING:
-    from runner.engine import Engine
+from runner.target import Qwen3Target
 
 
 @dataclass(frozen=True, slots=True)
 class Proposal:
-    drafted: list[list[int]]  # per row: the block after the anchor
+    drafted: torch.Tensor  # [R, W - 1] ids after the anchor; a row's slots past its own block are padding
     probs: list[torch.Tensor | None]  # per row: q, [n, V] (or [n, k] over `indices` for DFlash2); None if greedy
     indices: list[torch.Tensor | None]  # per row: DFlash2 candidates [n, k]; None otherwise
 
     @classmethod
-    def empty(cls, num_rows: int) -> Proposal:
-        return cls([[] for _ in range(num_rows)], [None] * num_rows, [None] * num_rows)
+    def empty(cls, num_rows: int, device: torch.device) -> Proposal:
+        return cls(torch.empty(num_rows, 0, dtype=torch.long, device=device), [None] * num_rows, [None] * num_rows)
 
 
-def _context(engine: Engine, requests: list[Request]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Padded context features [R, C, F], positions [R, C] and validity [R, C] for the draft call."""
-    rows = engine.rows
-    dense = engine.config.draft_attention == "dense"
+def _context(
+    rows: BatchRows, num_rows: int, dense: bool, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Padded context features [R, C, F], positions [R, C] and validity [R, C] for the draft call.
+
+    Positions are host tensors (the invariant is checked on them without a device sync); they cross to the
+    device in one copy. Padding repeats a row's last real position and is masked out.
+    """
     feats, poss = [], []
-    for row in range(len(requests)):
+    for row in range(num_rows):
         pending, positions = rows.pending[row], rows.pending_positions[row]
         assert pending is not None and positions is not None
         if dense and rows.history[row] is not None:
             history = rows.history[row]
             pending = torch.cat([history, pending])
-            positions = torch.cat([torch.arange(history.shape[0], device=positions.device), positions])
+            positions = torch.cat([torch.arange(history.shape[0]), positions])
         feats.append(pending)
         poss.append(positions)
-    width = max(f.shape[0] for f in feats)
-    features = torch.zeros(len(feats), width, feats[0].shape[-1], dtype=feats[0].dtype, device=engine.device)
-    positions = torch.zeros(len(feats), width, dtype=torch.long, device=engine.device)
-    valid = torch.zeros(len(feats), width, dtype=torch.bool, device=engine.device)
-    for i, (f, p) in enumerate(zip(feats, poss, strict=True)):
-        features[i, : f.shape[0]] = f
-        positions[i, : f.shape[0]] = p
-        positions[i, f.shape[0] :] = p[-1]  # padding repeats a real position; it is masked out
-        valid[i, : f.shape[0]] = True
-    return features, positions, valid
+    lens = [p.numel() for p in poss]
+    width = max(lens)
+    host = torch.stack([torch.cat([p, p[-1:].expand(width - p.numel())]) for p in poss])
+    positions = host.to(device, non_blocking=True)
+    valid = torch.arange(width, device=device)[None, :] < torch.tensor(lens, device=device)[:, None]
+    return pad_sequence(feats, batch_first=True), positions, valid
 
 
 def propose(
-    engine: Engine, requests: list[Request], sizes: list[int], positions: torch.Tensor, valid: torch.Tensor
+    draft: DFlashDraft,
+    target: Qwen3Target,
+    rows: BatchRows,
+    store: PagedKVCache | None,
+    requests: list[Request],
+    sizes: list[int],
+    anchors: torch.Tensor,
+    positions: torch.Tensor,
+    valid: torch.Tensor,
 ) -> Proposal:
-    draft = engine.draft
-    assert draft is not None
-    rows = engine.rows
+    """Drafts a block for rows [0, len(requests)). `store` None selects the dense path (only when asked for).
+
+    The target lends its embedding and LM head. anchors: [R]; positions, valid: [R, B] of the block to verify.
+    """
     num_rows = len(requests)
-    features, ctx_positions, ctx_valid = _context(engine, requests)
+    paged = store is not None
+    features, ctx_positions, ctx_valid = _context(rows, num_rows, not paged, positions.device)
     block_ids = torch.full_like(positions, draft.config.mask_token_id)
-    block_ids[:, 0] = torch.tensor([r.anchor for r in requests], device=engine.device)
+    block_ids[:, 0] = anchors
     committed = positions[:, 0]
-    paged = engine.config.draft_attention == "paged"
     inputs = DraftInputs(
         features=features,
         ctx_positions=ctx_positions,
@@ -80,37 +90,40 @@ def propose(
         # The block reads the stored context (L positions) plus its own rows.
         read_lens=committed + valid.sum(1) if paged else None,
     )
-    hidden = draft(inputs, engine.target.model.embed_tokens, engine.draft_store if paged else None)
+    hidden = draft(inputs, target.model.embed_tokens, store)
     for row, r in enumerate(requests):
         if not paged:
             rows.history[row] = torch.cat([h for h in (rows.history[row], rows.pending[row]) if h is not None])
         rows.store_lens[row] = r.num_committed
         rows.pending[row] = rows.pending_positions[row] = None
     hidden = hidden[:, 1:]
-    logits = draft.logits(hidden, engine.target.lm_head)
+    logits = draft.logits(hidden, target.lm_head)
     if draft.candidate_selector is not None:
-        return _walk(engine, requests, sizes, hidden, logits)
-    drafted, probs = [], []
-    greedy_ids = logits.argmax(-1).tolist()
+        return _walk(draft, requests, sizes, hidden, logits, anchors)
+    drafted = logits.argmax(-1)  # [R, B - 1]
+    probs: list[torch.Tensor | None] = []
     for row, r in enumerate(requests):
         n, p = sizes[row] - 1, r.params
         if p.is_greedy:
-            drafted.append(greedy_ids[row][:n])
             probs.append(None)
             continue
         q = sampling_probs(logits[row, :n], p.temperature, p.top_p, p.top_k)
-        drafted.append(torch.multinomial(q, 1, generator=r.generator)[:, 0].tolist())
+        drafted[row, :n] = torch.multinomial(q, 1, generator=r.generator)[:, 0]
         probs.append(q)
     return Proposal(drafted, probs, [None] * num_rows)
 
 
 def _walk(
-    engine: Engine, requests: list[Request], sizes: list[int], hidden: torch.Tensor, logits: torch.Tensor
+    draft: DFlashDraft,
+    requests: list[Request],
+    sizes: list[int],
+    hidden: torch.Tensor,
+    logits: torch.Tensor,
+    anchors: torch.Tensor,
 ) -> Proposal:
     """DFlash2: the candidate selector's walk replaces the per-slot argmax; its q feeds rejection sampling."""
-    selector = engine.draft.candidate_selector if engine.draft is not None else None
+    selector = draft.candidate_selector
     assert selector is not None
-    anchors = torch.tensor([r.anchor for r in requests], device=engine.device)
     path, candidates, q = selector.walk(
         hidden,
         logits,
@@ -119,10 +132,9 @@ def _walk(
         [r.generator for r in requests],
         [s - 1 for s in sizes],
     )
-    drafted, probs, indices = [], [], []
+    probs, indices = [], []
     for row, r in enumerate(requests):
         n = sizes[row] - 1
-        drafted.append(path[row, :n].tolist())
         probs.append(None if r.params.is_greedy else q[row, :n])
         indices.append(None if r.params.is_greedy else candidates[row, :n])
-    return Proposal(drafted, probs, indices)
+    return Proposal(path, probs, indices)

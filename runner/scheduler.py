@@ -34,11 +34,15 @@ class Scheduler:
         return pages_for(request.max_length + self.block_size, self.page_size)
 
     def check_fits(self, request: Request) -> None:
-        """Refuses, before anything is queued, a request that could never fit even in an empty cache."""
-        need = self.pages_needed(request)
+        self.check_fits_length(request.max_length)
+
+    def check_fits_length(self, max_length: int) -> None:
+        """Refuses, before anything is queued, a request (prompt + max_tokens = max_length) that could never fit
+        even in an empty cache."""
+        need = pages_for(max_length + self.block_size, self.page_size)
         if need > self.target_pool.num_pages:
             raise CacheCapacityError(
-                f"request needs {need} KV pages ({request.max_length} tokens + a block of {self.block_size}); "
+                f"request needs {need} KV pages ({max_length} tokens + a block of {self.block_size}); "
                 f"the cache has {self.target_pool.num_pages} pages of {self.page_size}"
             )
         if self.draft_pool is not None and need > self.draft_pool.num_pages:
@@ -67,6 +71,10 @@ class Scheduler:
         return admitted
 
     def release(self, request: Request) -> None:
+        """Frees a running request's pages. A request holds at least one page while it runs, so one without
+        pages was released already: releasing it again must not count it off the running total twice."""
+        if not request.target_pages:
+            return
         self.target_pool.free(request.target_pages)
         request.target_pages = []
         if self.draft_pool is not None:

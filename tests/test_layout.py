@@ -139,12 +139,6 @@ def _cycle() -> list[str] | None:
     return None
 
 
-# Strict: the runner-speed branch removes the engine <-> proposer circle and shrinks engine.py; when it lands
-# these pass and the marks must go (an XPASS fails the run).
-RUNNER_SPLIT_PENDING = pytest.mark.xfail(strict=True, reason="runner/engine.py split and circle removal pending")
-
-
-@RUNNER_SPLIT_PENDING
 def test_no_import_circle() -> None:
     cycle = _cycle()
     assert cycle is None, "import circle: " + " -> ".join(cycle or [])
@@ -164,9 +158,7 @@ def test_the_checker_sees_a_circle_and_a_wrong_direction() -> None:
         GRAPH.update(saved)
 
 
-@pytest.mark.parametrize(
-    "module", [pytest.param(m, marks=RUNNER_SPLIT_PENDING) if m == "runner.engine" else m for m in sorted(MODULES)]
-)
+@pytest.mark.parametrize("module", sorted(MODULES))
 def test_module_size(module: str) -> None:
     num_lines = len(MODULES[module].read_text().splitlines())
     assert num_lines <= MAX_LINES, f"{module} has {num_lines} lines; a module past {MAX_LINES} is two nouns"

@@ -8,7 +8,8 @@ the first test only, and a mutant would then be checked against that one test.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -63,3 +64,20 @@ def row_owners(engine: Engine, num_rows: int) -> list[int]:
     call's rows are the last `num_rows` occupied rows (prefill adds rows at the end; decode runs them all)."""
     active = [r.request_id for r in engine.rows.requests[: engine.rows.num_rows] if r is not None]
     return active[len(active) - num_rows :]
+
+
+def assert_refused(kind: type[Exception], match: str, call: Callable[[], object]) -> None:
+    """The gate's check that `call` is refused by name: the named error with a matching message.
+
+    Anything else escaping (a raw JSONDecodeError, a torch RuntimeError from a late shape check) is this check
+    failing, so it is reported as an assertion, not left to escape as an unrelated exception.
+    """
+    try:
+        call()
+    except kind as error:
+        assert re.search(match, str(error)), f"{kind.__name__} raised, but {str(error)!r} does not match {match!r}"
+        return
+    except Exception as error:
+        got = f"{type(error).__name__}: {error}"
+        raise AssertionError(f"expected a named {kind.__name__} ({match!r}), got {got}") from error
+    raise AssertionError(f"expected a named {kind.__name__} ({match!r}); nothing was raised")

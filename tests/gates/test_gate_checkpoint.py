@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from gatekit import FIXTURE, greedy, make_engine
+from gatekit import FIXTURE, assert_refused, greedy, make_engine
 from safetensors.torch import load_file, save_file
 
 from runner import CheckpointError, ConfigMismatchError, Engine
@@ -53,27 +53,48 @@ def test_wrong_shape_is_refused(copy: Path) -> None:
     weights = load_file(str(copy / "draft" / "model.safetensors"))
     weights["fc.weight"] = weights["fc.weight"][:, :-1].contiguous()
     save_file(weights, str(copy / "draft" / "model.safetensors"))
-    with pytest.raises(CheckpointError, match="fc.weight has shape"):
-        Engine.from_pretrained(copy / "target", copy / "draft")
+    assert_refused(
+        CheckpointError, "fc.weight has shape", lambda: Engine.from_pretrained(copy / "target", copy / "draft")
+    )
 
 
 def test_missing_tensor_is_refused(copy: Path) -> None:
     weights = load_file(str(copy / "target" / "model.safetensors"))
     del weights["model.layers.0.self_attn.k_norm.weight"]
     save_file(weights, str(copy / "target" / "model.safetensors"))
-    with pytest.raises(CheckpointError, match="missing weights"):
-        Engine.from_pretrained(copy / "target")
+    assert_refused(CheckpointError, "missing weights", lambda: Engine.from_pretrained(copy / "target"))
 
 
 def test_draft_for_another_target_is_refused(copy: Path) -> None:
     cfg = json.loads((copy / "draft" / "config.json").read_text())
     cfg["dflash_config"]["target_layer_ids"] = [0, 7]
     (copy / "draft" / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(ConfigMismatchError, match="target_layer_ids"):
-        Engine.from_pretrained(copy / "target", copy / "draft")
+    assert_refused(
+        ConfigMismatchError, "target_layer_ids", lambda: Engine.from_pretrained(copy / "target", copy / "draft")
+    )
 
 
 def test_malformed_config_is_refused(copy: Path) -> None:
     (copy / "target" / "config.json").write_text("{not json")
-    with pytest.raises(CheckpointError, match="not valid JSON"):
-        Engine.from_pretrained(copy / "target")
+    assert_refused(CheckpointError, "not valid JSON", lambda: Engine.from_pretrained(copy / "target"))
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("hidden_size", "64"), ("num_hidden_layers", 2.0), ("vocab_size", True)],
+    ids=["string-for-int", "float-for-int", "bool-for-int"],
+)
+def test_wrong_typed_config_value_is_refused_by_name(copy: Path, key: str, value: object) -> None:
+    """A value of the wrong JSON type is refused, naming the key and the file, never converted (int("64"),
+    int(2.0) and int(True) would load a model the file does not describe, or fail later unnamed)."""
+    _edit_config(copy / "target", **{key: value})
+    load = lambda: Engine.from_pretrained(copy / "target")  # noqa: E731
+    assert_refused(CheckpointError, rf"config\.json: config key '{key}' must be an integer", load)
+
+
+def test_non_finite_weight_is_refused(copy: Path) -> None:
+    weights = load_file(str(copy / "target" / "model.safetensors"))
+    weights["model.norm.weight"][3] = float("nan")
+    save_file(weights, str(copy / "target" / "model.safetensors"))
+    load = lambda: Engine.from_pretrained(copy / "target")  # noqa: E731
+    assert_refused(CheckpointError, "model.norm.weight holds non-finite values", load)

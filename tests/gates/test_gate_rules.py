@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from runner import CacheCapacityError, InvalidRequestError, SamplingParams
+from runner import CacheCapacityError, EngineConfig, InvalidRequestError, SamplingParams
 from runner.block_manager import BlockAllocator
 from runner.sampling import greedy_accept, rejection_accept, sampling_probs
 
@@ -33,6 +33,16 @@ pytestmark = pytest.mark.gate
 def test_invalid_sampling_params_are_refused_by_name(changes: dict, message: str) -> None:
     with pytest.raises(InvalidRequestError, match=message):
         SamplingParams(**changes)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("max_num_seqs", 0), ("page_size", 0), ("num_pages", 0), ("num_pages", 2.0), ("block_size", 0)],
+    ids=["no-rows", "page-size-0", "no-pages", "float-pages", "block-size-0"],
+)
+def test_invalid_engine_config_is_refused_by_name(name: str, value: object) -> None:
+    with pytest.raises(InvalidRequestError, match=f"EngineConfig.{name} must be"):
+        EngineConfig(**{name: value})
 
 
 def test_sampling_params_boundaries_are_accepted() -> None:

@@ -68,6 +68,18 @@ def _wrong_shape(weights: dict[str, torch.Tensor]) -> None:
     weights["model.layers.0.mlp.up_proj.weight"] = torch.zeros(8, 8)
 
 
+def _poison(value: float) -> Callable[[dict[str, torch.Tensor]], None]:
+    def poison(weights: dict[str, torch.Tensor]) -> None:
+        weights["model.norm.weight"][1] = value
+
+    return poison
+
+
+def _as_int(weights: dict[str, torch.Tensor]) -> None:
+    name = "model.layers.0.mlp.up_proj.weight"
+    weights[name] = weights[name].to(torch.int32)
+
+
 # Edits of a copy of the target folder, and the error each must raise.
 BAD_TARGETS: dict[str, tuple[Callable[[Path], None], type[RunnerError], str]] = {
     "no-config": (remove("config.json"), CheckpointError, "config.json"),
@@ -84,6 +96,18 @@ BAD_TARGETS: dict[str, tuple[Callable[[Path], None], type[RunnerError], str]] = 
     "wrong-shape": (edit_weights(_wrong_shape), CheckpointError, "up_proj"),
     "missing-tensor": (edit_weights(lambda w: w.pop("model.norm.weight")), CheckpointError, "model.norm.weight"),
     "unexpected-tensor": (edit_weights(lambda w: w.update(extra=torch.zeros(1))), CheckpointError, "extra"),
+    "nan-weight": (edit_weights(_poison(float("nan"))), CheckpointError, "norm.weight holds non-finite"),
+    "inf-weight": (edit_weights(_poison(float("inf"))), CheckpointError, "norm.weight holds non-finite"),
+    "int-weights": (edit_weights(_as_int), CheckpointError, "up_proj.weight is stored as torch.int32"),
+    "hidden-size-a-string": (edit_config(hidden_size="64"), CheckpointError, "config.json: config key 'hidden_size'"),
+    "layers-a-float": (edit_config(num_hidden_layers=2.0), CheckpointError, "'num_hidden_layers' must be an integer"),
+    "vocab-a-bool": (edit_config(vocab_size=True), CheckpointError, "'vocab_size' must be an integer"),
+    "eps-a-string": (edit_config(rms_norm_eps="1e-6"), CheckpointError, "'rms_norm_eps' must be a positive"),
+    "eps-negative": (edit_config(rms_norm_eps=-1.0), CheckpointError, "'rms_norm_eps' must be a positive"),
+    "theta-nan": (edit_config(rope_parameters={"rope_theta": float("nan")}), CheckpointError, "rope_theta' must be"),
+    "tie-a-string": (edit_config(tie_word_embeddings="yes"), CheckpointError, "'tie_word_embeddings' must be true"),
+    "act-a-number": (edit_config(hidden_act=3), CheckpointError, "'hidden_act' must be a string"),
+    "rope-params-a-list": (edit_config(rope_parameters=[1]), CheckpointError, "'rope_parameters' must be an object"),
 }
 
 BAD_DRAFTS: dict[str, tuple[Callable[[Path], None], type[RunnerError], str]] = {
@@ -95,6 +119,18 @@ BAD_DRAFTS: dict[str, tuple[Callable[[Path], None], type[RunnerError], str]] = {
     "built-for-6-layers": (edit_config(num_target_layers=6), ConfigMismatchError, "6-layer"),
     "no-weights": (remove(WEIGHTS), CheckpointError, WEIGHTS),
     "missing-tensor": (edit_weights(lambda w: w.pop("fc.weight")), CheckpointError, "fc.weight"),
+    "nan-weight": (edit_weights(lambda w: w["fc.weight"].fill_(float("nan"))), CheckpointError, "fc.weight holds"),
+    "block-size-a-string": (
+        edit_config(dflash_config={"block_size": "4"}),
+        CheckpointError,
+        "dflash_config.block_size",
+    ),
+    "mask-token-a-float": (edit_config(dflash_config={"mask_token_id": 3.0}), CheckpointError, "mask_token_id"),
+    "tap-a-string": (edit_config(dflash_config={"target_layer_ids": ["1", 2]}), CheckpointError, "target_layer_ids"),
+    "is-causal-a-string": (edit_config(is_causal="no"), CheckpointError, "'is_causal' must be true or false"),
+    "window-zero": (edit_config(sliding_window=0), CheckpointError, "'sliding_window' must be an integer >= 1"),
+    "multiplier-inf": (edit_config(dflash_config={"output_multiplier": float("inf")}), CheckpointError, "multiplier"),
+    "layer-types-a-string": (edit_config(layer_types="full_attention"), CheckpointError, "'layer_types' must be"),
 }
 
 
