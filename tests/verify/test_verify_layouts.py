@@ -195,9 +195,11 @@ def _cli_verify(root: Path):
         (lambda r: _replace(r, "calc_mutations.py", '"calc/ops.py"', '"tests/test_calc.py"'),
          "mutates tests/test_calc.py, outside [tool.dflash] source_roots (calc)"),
         (lambda r: _move(r, "calc", "calc-v2"), "does not import from the source roots"),
+        (lambda r: (r / "calc" / "__init__.py").unlink(),
+         "a folder without __init__.py that the gates import as `calc`"),
     ],
     ids=["no-table", "no-mutation-modules", "stdlib", "torch", "missing", "crashes", "exits", "registers-nothing",
-         "file-outside-roots", "not-importable"],
+         "file-outside-roots", "not-importable", "namespace-root-imported-by-name"],
 )  # fmt: skip
 def test_catalog_and_layout_errors_are_exit_2_before_any_run(tmp_path: Path, edit, message: str) -> None:
     root = make_project(tmp_path / "project", "flat")

@@ -8,12 +8,13 @@ otherwise turn into silent survivals.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import sys
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
-__all__ = ["is_project_file", "module_name", "resolves_inside"]
+__all__ = ["imported_names", "is_project_file", "module_name", "resolves_inside"]
 
 
 def is_project_file(path: Path, root: Path) -> bool:
@@ -66,3 +67,19 @@ def module_name(file: str, root: Path, import_paths: Sequence[str]) -> str | Non
         if names and all(n.isidentifier() for n in names):
             return ".".join(names)
     return None
+
+
+def imported_names(files: Sequence[Path]) -> set[str]:
+    """Top-level names the given Python files import absolutely (`import a.b`, `from a import b` give `a`)."""
+    names: set[str] = set()
+    for file in files:
+        try:
+            tree = ast.parse(file.read_text())
+        except (OSError, SyntaxError, UnicodeDecodeError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.partition(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.partition(".")[0])
+    return names
