@@ -344,3 +344,13 @@ def test_undecorate_reaches_decorated_functions_and_keeps_their_meaning() -> Non
     box.x = 4
     assert (box.x, box.doubled, after["stacked"](5, 2), after["Box"].static_cached(2)) == (5, 10, 3, 6)
     assert hasattr(after["stacked"], "cache_info") and not any(k.startswith(PREFIX) for k in after)
+
+
+def test_the_examples_decorated_generate_is_reached() -> None:
+    """The worked example's decode loop sits under @torch.inference_mode(), where mutmut alone puts no mutant."""
+    engine = Path(__file__).resolve().parents[2] / "examples" / "reference-engine" / "src" / "refengine" / "engine.py"
+    source = engine.read_text()
+    assert [d.function for d in sweep_source.decorated("engine.py", source)] == ["SpecEngine.generate"]
+    text, reached = undecorate(source)
+    assert reached == ("SpecEngine.generate",)  # a lone @classmethod is mutmut's own business
+    assert "generate = _dflash_decorators_" in text and "@torch.inference_mode()" not in text
