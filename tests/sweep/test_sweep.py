@@ -20,6 +20,7 @@ from verify.run.settings import load_config, load_mutations
 from verify.sweep.driver import SweepConfig, run_sweep
 from verify.sweep.report import result_from_json
 from verify.sweep.result import DecoratedFunction, MutantStatus, SweepOutcome
+from verify.sweep.undecorate import undecorate
 
 MODULE = "toyrunner/accept.py"
 SURVIVOR = "toyrunner.accept.x_bonus_len__mutmut_2"
@@ -32,6 +33,9 @@ EXPECTED = {
     "toyrunner.accept.x_scale__mutmut_2": MutantStatus.KILLED,  # `x * 2`
     "toyrunner.accept.x_untested__mutmut_1": MutantStatus.NO_TESTS,
     "toyrunner.accept.x_untested__mutmut_2": MutantStatus.NO_TESTS,
+    # Under @functools.cache: reached because the sweep's copy spells the decorator as an assignment.
+    "toyrunner.accept.x_cached__mutmut_1": MutantStatus.KILLED,
+    "toyrunner.accept.x_cached__mutmut_2": MutantStatus.KILLED,
 }
 
 
@@ -45,7 +49,10 @@ def test_sweep_gives_exactly_the_known_verdicts(swept) -> None:
     assert {m.key: m.status for m in result.mutants} == EXPECTED
     # The red gpu-marked gate was deselected, or mutmut's clean run would have failed (exit 3).
     assert swept.exit_code == 1, swept.output  # a survivor is under the default --fail-under 1.0
-    assert result.decorated == (DecoratedFunction(MODULE, "cached", ("functools.cache",)),)
+    assert result.decorated == ()  # nothing left unmutated
+    assert result.undecorated == (DecoratedFunction(MODULE, "cached", ("functools.cache",)),)
+    assert result.count_in(result.undecorated) == 2
+    assert "1 decorated function reached: 2 mutants in cached (@functools.cache)" in " ".join(swept.output.split())
     assert result.count(MutantStatus.KILLED) / result.num_scored == pytest.approx(result.score)
 
 
@@ -71,7 +78,8 @@ def test_reports_keep_the_verify_schema_with_a_sweep_section(swept) -> None:
     functions = {f["function"]: f for f in data["sweep"]["functions"]}
     assert functions["num_accepted"]["registered"] == ["accept-on-mismatch"]
     assert functions["bonus_len"]["counts"] == {"killed": 1, "survived": 1}
-    assert data["sweep"]["num_decorated"] == 1
+    assert (data["sweep"]["num_decorated"], data["sweep"]["num_undecorated"]) == (0, 1)
+    assert data["sweep"]["num_undecorated_mutants"] == 2
     suites = ET.parse(swept.reports / "sweep.xml").getroot()
     failures = {case.get("name"): case.find("failure") for case in suites.iter("testcase")}
     assert failures[f"bonus_len {SURVIVOR}"].get("type") == "survived"
@@ -93,7 +101,8 @@ def test_promoted_survivor_is_a_mutation_the_verify_engine_applies(swept, toy: P
     # mutmut's own `apply` writes the same mutant into the kept private copy: the sources must agree.
     mutmut = Path(sys.executable).with_name("mutmut")
     subprocess.run([str(mutmut), "apply", SURVIVOR], cwd=swept.work, check=True, capture_output=True)
-    assert applied.mutated == (swept.work / MODULE).read_text()
+    # (The copy spells decorators as assignments; the mutant is the same once ours is spelt that way too.)
+    assert undecorate(applied.mutated)[0] == (swept.work / MODULE).read_text()
     again = CliRunner().invoke(sweep_app, args)
     assert again.exit_code == 2 and "already registered" in again.output
 

@@ -18,6 +18,7 @@ from verify.sweep import source as sweep_source
 from verify.sweep.driver import SweepInputError, parse_budget, resolve_modules
 from verify.sweep.report import result_from_json, summarise, to_json, write_json
 from verify.sweep.result import MutantStatus, SweepMutant, SweepOutcome, SweepResult
+from verify.sweep.undecorate import PREFIX, undecorate
 
 
 @pytest.mark.parametrize(
@@ -83,8 +84,21 @@ def test_settings_override_only_the_mutmut_table(tmp_path: Path) -> None:
     assert data["tool"]["other"] == {"keep": "yes"} and settings["debug"] is True
     assert settings["source_paths"] == ["runner"] and settings["only_mutate"] == ["runner/a.py"]
     assert "paths_to_mutate" not in settings
-    assert settings["pytest_add_cli_args"] == ["-m", "not gpu", "-p", sweep_mutmut.PLUGIN]
+    # Without its own selection, the project's [tool.dflash] gates and marker select the gates.
+    assert settings["pytest_add_cli_args"] == ["-m", "(gate) and not gpu", "-p", sweep_mutmut.PLUGIN]
+    assert settings["pytest_add_cli_args_test_selection"] == ["tests/gates"]
     assert f"{sweep_mutmut.PLUGIN}.py" in settings["also_copy"] and (tmp_path / f"{sweep_mutmut.PLUGIN}.py").exists()
+
+
+def test_settings_follow_the_projects_gates_marker_and_import_paths(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    sweep_mutmut.write_settings(tmp_path, ("src/pkg/a.py",), ("tests",), "release", (".", "src", "lib"))
+    settings = tomllib.loads((tmp_path / "pyproject.toml").read_text())["tool"]["mutmut"]
+    assert settings["source_paths"] == ["src"] and settings["pytest_add_cli_args_test_selection"] == ["tests"]
+    assert settings["pytest_add_cli_args"][:2] == ["-m", "(release) and not gpu"]
+    plugin = (tmp_path / f"{sweep_mutmut.PLUGIN}.py").read_text()
+    assert 'IMPORT_PATHS = ["src", "lib"]' in plugin
+    compile(plugin, "plugin", "exec")
 
 
 def test_resolve_modules(tmp_path: Path) -> None:
@@ -264,3 +278,79 @@ def test_json_carries_a_verify_report_beside_the_sweep(tmp_path: Path) -> None:
     assert data["mutations"] == verify_report["mutations"] and data["score"] == 1.0
     assert data["sweep"]["counts"] == {"survived": 1} and data["sweep"]["score"] == 0.0
     assert result_from_json(data) == result
+
+
+UNDECORATE_SOURCE = """import functools
+
+
+class Box:
+    def __init__(self):
+        self._x = 1
+
+    @property
+    def doubled(self):
+        return self._x * 2
+
+    @property
+    def x(self):
+        return self._x
+
+    @x.setter
+    def x(self, value):
+        self._x = value + 1
+
+    @staticmethod
+    @functools.cache
+    def static_cached(a):
+        return a * 3
+
+
+@functools.lru_cache(
+    maxsize=4)
+@functools.cache
+def stacked(a, b):
+    return a - b
+
+
+calls = []
+
+
+def tag(name):
+    calls.append(name)
+    return lambda f: (calls.append(f"apply {name}"), f)[1]
+
+
+@tag("outer")
+@tag("inner")
+def ordered():
+    return 1
+"""
+
+
+def test_undecorate_reaches_decorated_functions_and_keeps_their_meaning() -> None:
+    text, reached = undecorate(UNDECORATE_SOURCE)
+    # A property and its setter share one name (mutmut would get two trampolines of one name), and
+    # @staticmethod among other decorators needs mutmut to know the binding: those stay as they are.
+    assert reached == ("Box.doubled", "ordered", "stacked")
+    assert "@x.setter" in text and "@staticmethod" in text and "@property\n    def doubled" not in text
+    assert not [span for span in sweep_source.functions(text) if span.function in reached and span.decorators]
+    before: dict = {}
+    after: dict = {}
+    exec(compile(UNDECORATE_SOURCE, "before", "exec"), before)
+    exec(compile(text, "after", "exec"), after)
+    # Decorators are evaluated top-down before the def and applied bottom-up after it, as the syntax does.
+    assert after["calls"] == before["calls"] == ["outer", "inner", "apply inner", "apply outer"]
+    box = after["Box"]()
+    box.x = 4
+    assert (box.x, box.doubled, after["stacked"](5, 2), after["Box"].static_cached(2)) == (5, 10, 3, 6)
+    assert hasattr(after["stacked"], "cache_info") and not any(k.startswith(PREFIX) for k in after)
+
+
+def test_the_examples_decorated_generate_is_reached() -> None:
+    """The worked example's decode loop sits under @torch.inference_mode(), where mutmut alone puts no mutant."""
+    engine = Path(__file__).resolve().parents[2] / "examples" / "reference-engine" / "src" / "refengine" / "engine.py"
+    source = engine.read_text()
+    assert [d.function for d in sweep_source.decorated("engine.py", source)] == ["SpecEngine.generate"]
+    text, reached = undecorate(source)
+    assert reached == ("SpecEngine.generate",)  # a lone @classmethod is mutmut's own business
+    assert "generate = _dflash_decorators_" in text and "@torch.inference_mode()" not in text

@@ -12,6 +12,7 @@ import typer
 
 from verify.cli.fixtures import fixtures_app
 from verify.cli.generate import generate
+from verify.cli.init import init
 from verify.cli.mutations import mutations_app
 from verify.cli.sweep import sweep_app
 from verify.cli.verify import verify_app
@@ -33,6 +34,7 @@ Examples:
 """
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=HELP, rich_markup_mode=None)
+app.command()(init)
 app.add_typer(verify_app, name="verify")
 app.add_typer(mutations_app, name="mutations")
 app.add_typer(fixtures_app, name="fixtures")

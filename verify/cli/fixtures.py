@@ -5,9 +5,11 @@ torch loads inside each command (the catalog trains and runs models), never at `
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -57,28 +59,77 @@ def build_cmd(
     typer.echo(f"wrote {result.path}")
 
 
+def _load_adapter_factory(spec: str, project: Path) -> Any:
+    """`module:callable`, imported with the project's import paths (its [tool.dflash] source roots) first."""
+    from verify.run.settings import ConfigError, load_config
+
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise typer.BadParameter(f"--adapter {spec!r} must look like module:callable, e.g. mypkg.audit:make_adapter")
+    try:
+        paths = [str((project / p).resolve()) for p in load_config(project).import_paths]
+    except ConfigError:
+        paths = [str(project.resolve()), *([str((project / "src").resolve())] if (project / "src").is_dir() else [])]
+    sys.path[:0] = paths
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as error:
+        raise typer.BadParameter(f"--adapter {spec!r}: {type(error).__name__}: {error}") from None
+    if not callable(factory):
+        raise typer.BadParameter(f"--adapter {spec!r} is not callable")
+    return factory
+
+
 @fixtures_app.command("audit")
 def audit_cmd(
     fixture: Annotated[
         str, typer.Option(help="Fixture name, or a folder holding target/, draft/, manifest.json.")
     ] = DEFAULT_FIXTURE,
+    adapter: Annotated[
+        str | None,
+        typer.Option(
+            help="Audit your own draft: module:factory, where factory(pair) returns a callable mapping a "
+            "DraftContext to the drafted ids (verify/fixtures/adapter_audit.py), e.g. refengine.audit:make_adapter."
+        ),
+    ] = None,
+    project: Annotated[Path, typer.Option(help="Where --adapter's module imports from (its source roots).")] = Path(
+        "."
+    ),
     json_path: Annotated[Path | None, typer.Option("--json", help="Also write the figures as JSON here.")] = None,
 ) -> None:
     """Measure how well a fixture discriminates, each figure beside its threshold; exit 1 if one fails.
 
+    With --adapter, the figures come from your own draft step; those that need the draft's internals are
+    listed as not measured.
+
     \b
-    Example:
+    Examples:
       dflash fixtures audit --fixture stride-dflash2
+      cd examples/reference-engine && dflash fixtures audit --adapter refengine.audit:make_adapter
     """
     from verify.fixtures.catalog import FixtureError, audit_fixture
     from verify.fixtures.render import render_audit
 
     try:
-        report = audit_fixture(fixture)
+        if adapter is None:
+            report: Any = audit_fixture(fixture)
+        else:
+            from verify.fixtures.adapter_audit import audit_adapter
+            from verify.fixtures.api import FixtureError as ApiFixtureError
+            from verify.fixtures.api import load_fixture
+
+            factory = _load_adapter_factory(adapter, project)
+            try:
+                pair = load_fixture(fixture)
+            except ApiFixtureError as exc:
+                raise FixtureError(str(exc)) from None
+            report = audit_adapter(pair, factory(pair))
     except FixtureError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     render_audit(report)
+    for name, why in getattr(report, "not_measured", ()):
+        typer.echo(f"not measured: {name} ({why})")
     if json_path is not None:
         json_path.write_text(json.dumps(report.to_dict(), indent=2) + "\n")
     if not report.passed:

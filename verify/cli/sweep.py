@@ -119,6 +119,9 @@ def sweep(
             changed_since=changed_since,
             equivalents=equivalents.DEFAULT_PATH if equivalents_file is None else equivalents_file,
             workdir=workdir.resolve() if workdir else None,
+            gates=project.gates,
+            gate_marker=project.gate_marker,
+            import_paths=project.import_paths,
         )
         catalog = load_mutations(project)
         verify_data = _read_json(verify_report, "verify report") if verify_report else None

@@ -21,6 +21,7 @@ from verify.run.checks import BaselineError, HarnessError, Progress, budget, fin
 from verify.run.coverage_map import CoverageMap, anchor_lines
 from verify.run.executor import Executor, Job, JobResult, interrupt_signal, signals_as_interrupts
 from verify.run.judge import needs_second_attempt, resolve, verdict
+from verify.run.probe import check_sources_imported
 from verify.run.selection import RunOptions, SelectionError, Shard, select
 from verify.run.settings import ProjectConfig
 
@@ -200,6 +201,7 @@ def run_verify(
     run = _Run(config, chosen, options, cache, on_report or (lambda report: None))
     with signals_as_interrupts(), Executor(config) as ex:
         run.baseline, coverage, _ = run_baseline(ex, cache, tree, progress)
+        check_sources_imported(config, coverage)  # a layout the copy cannot import is an error, not survivals
         run.self_check = self_check(ex, run.baseline, cache, tree, progress)
         coverage_map = CoverageMap.from_json(coverage, run.baseline.gate_ids)
         planned = _plan(run, coverage_map, tree, changed)

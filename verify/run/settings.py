@@ -13,11 +13,12 @@ import pkgutil
 import sys
 import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from verify.mutation import Mutation, MutationError, all_mutations, reset_registry
+from verify.run.layout import imported_names, module_name, resolves_inside
 
-__all__ = ["ConfigError", "ProjectConfig", "load_config", "load_mutations", "project_files"]
+__all__ = ["ConfigError", "ProjectConfig", "check_mutation_files", "load_config", "load_mutations", "project_files"]
 
 _ROOT_FILES = ("pyproject.toml", "setup.cfg", "pytest.ini", "tox.ini", "conftest.py")
 _SKIP_PARTS = ("__pycache__", ".pytest_cache")
@@ -59,8 +60,8 @@ class ProjectConfig:
                 raise ConfigError(f"[tool.dflash] {name} must be a list of non-empty strings")
         if self.required is not None and not all(isinstance(item, str) for item in self.required):
             raise ConfigError("[tool.dflash] required must be a list of mutation names")
-        if not self.gates or not self.source_roots:
-            raise ConfigError("[tool.dflash] gates and source_roots must not be empty")
+        if not self.gates or not self.source_roots or not self.mutation_modules:
+            raise ConfigError("[tool.dflash] mutation_modules, gates and source_roots must not be empty")
         for rel in (*self.gates, *self.source_roots):
             if Path(rel).is_absolute() or ".." in Path(rel).parts:
                 raise ConfigError(f"[tool.dflash] path {rel!r} must be relative and inside the project")
@@ -105,11 +106,12 @@ class ProjectConfig:
             if path.suffix == ".py" or (path / "__init__.py").is_file():
                 names.add(path.stem if path.suffix == ".py" else path.name)
             elif path.is_dir():
+                # Modules and packages, namespace packages (a folder of .py files without __init__.py) included.
                 names.update(
                     child.stem if child.suffix == ".py" else child.name
                     for child in path.iterdir()
                     if (child.suffix == ".py" and child.stem.isidentifier())
-                    or (child.is_dir() and (child / "__init__.py").is_file())
+                    or (child.is_dir() and child.name.isidentifier() and any(child.rglob("*.py")))
                 )
         return tuple(sorted(names))
 
@@ -125,18 +127,35 @@ _SCALAR_KEYS = ("gate_marker", "jobs", "timeout_factor", "timeout_min_s", "basel
 
 
 def load_config(root: Path) -> ProjectConfig:
-    """Read `[tool.dflash]` from `root/pyproject.toml`; a missing table means all defaults."""
+    """Read `[tool.dflash]` from `root/pyproject.toml`.
+
+    The table must name its catalog (`mutation_modules`): the embedded catalog mutates this repository's own
+    runner and means nothing for another project, so it is never a default. `dflash init` writes the table.
+    """
     root = Path(root).resolve()
     pyproject = root / "pyproject.toml"
     if not pyproject.is_file():
-        raise ConfigError(f"no pyproject.toml in {root}")
+        raise ConfigError(f"no pyproject.toml in {root}: run `dflash init` there to write one with [tool.dflash]")
     try:
-        table = tomllib.loads(pyproject.read_text()).get("tool", {}).get("dflash", {})
+        table = tomllib.loads(pyproject.read_text()).get("tool", {}).get("dflash")
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{pyproject}: {error}") from None
+    if table is None:
+        raise ConfigError(
+            f"{pyproject} has no [tool.dflash] table: run `dflash init` to write one (with an example mutation "
+            "module and gate), or add it by hand naming mutation_modules, gates and source_roots"
+        )
+    if not isinstance(table, dict):
+        raise ConfigError(f"{pyproject}: tool.dflash must be a table")
     unknown = sorted(set(table) - set(_LIST_KEYS) - set(_SCALAR_KEYS))
     if unknown:
         raise ConfigError(f"[tool.dflash] unknown keys: {', '.join(unknown)}")
+    if "mutation_modules" not in table:
+        raise ConfigError(
+            "[tool.dflash] names no mutation_modules: name the modules that register your mutations, e.g. "
+            'mutation_modules = ["my_mutations"], or run `dflash init` to write an example one '
+            "(the embedded catalog mutates dflash-verify's own runner, never your project)"
+        )
     values: dict[str, object] = {}
     for key in _LIST_KEYS:
         if key in table:
@@ -147,9 +166,10 @@ def load_config(root: Path) -> ProjectConfig:
         if key in table:
             values[key] = table[key]
     config = ProjectConfig(root=root, **values)  # type: ignore[arg-type]
-    for rel in (*config.gates, *config.source_roots):
-        if not (root / rel).exists():
-            raise ConfigError(f"[tool.dflash] path {rel!r} does not exist in {root}")
+    for key, rels in (("gates", config.gates), ("source_roots", config.source_roots)):
+        for rel in rels:
+            if not (root / rel).exists():
+                raise ConfigError(f"[tool.dflash] {key}: path {rel!r} does not exist in {root}")
     return config
 
 
@@ -158,31 +178,99 @@ def _purge(name: str) -> None:
         del sys.modules[loaded]
 
 
+def _import_catalog(config: ProjectConfig, name: str) -> int:
+    """Import one catalog module (a package: every submodule) and return how many mutations it registered."""
+    inside, where = resolves_inside(name, config.root, [str(config.root / p) for p in config.import_paths])
+    if where == "not found":
+        raise ConfigError(
+            f"mutation module {name!r} cannot be found in {config.root} (nor under its source roots): check "
+            "[tool.dflash] mutation_modules"
+        )
+    if not inside:
+        raise ConfigError(
+            f"mutation module {name!r} is not part of the project ({where}): a catalog is a module of your own "
+            f'under {config.root}, e.g. mutation_modules = ["my_mutations"] for my_mutations.py there'
+        )
+    before = len(all_mutations())
+    _purge(name)
+    try:
+        module = importlib.import_module(name)
+        for info in pkgutil.walk_packages(getattr(module, "__path__", []), prefix=name + "."):
+            importlib.import_module(info.name)
+    except MutationError as error:
+        raise ConfigError(f"mutation module {name!r}: {error}") from None
+    except (Exception, SystemExit) as error:  # any crash of user code while registering is a config error
+        raise ConfigError(f"mutation module {name!r} failed to import: {type(error).__name__}: {error}") from None
+    added = len(all_mutations()) - before
+    if added == 0:
+        raise ConfigError(
+            f"mutation module {name!r} registered no mutation: call verify.mutation.register(Mutation(...)) "
+            "in it (an empty catalog proves nothing)"
+        )
+    return added
+
+
+def _check_namespace_roots(config: ProjectConfig) -> None:
+    """A source root folder without __init__.py is a folder of import roots (`src`); if the gates import it by
+    its own name, it is a namespace package and its modules would be imported past the import hook."""
+    gate_files = [f for rel in config.gates for f in ([config.root / rel] if rel.endswith(".py") else
+                  sorted((config.root / rel).rglob("*.py")))]  # fmt: skip
+    imported = imported_names(gate_files)
+    for rel in config.source_roots:
+        path = config.root / rel
+        if path.is_dir() and not (path / "__init__.py").is_file() and path.name in imported:
+            raise ConfigError(
+                f"[tool.dflash] source_roots names {rel!r}, a folder without __init__.py that the gates import as "
+                f"`{path.name}`: add {rel}/__init__.py, or name the folder that holds it "
+                f"(source_roots = [{str(Path(rel).parent.as_posix())!r}] with the package alone in it)"
+            )
+
+
+def check_mutation_files(config: ProjectConfig, mutations: dict[str, Mutation]) -> None:
+    """Every mutated file lies under a source root and imports, from the private copy, under a name the
+    import hook serves; otherwise its mutant could never reach a gate and every verdict would be a survival."""
+    packages = set(config.source_packages)
+    roots = ", ".join(config.source_roots)
+    _check_namespace_roots(config)
+    for mutation in mutations.values():
+        file = PurePosixPath(mutation.file)
+        if not any(file == PurePosixPath(r) or file.is_relative_to(PurePosixPath(r)) for r in config.source_roots):
+            raise ConfigError(
+                f"mutation {mutation.name!r} mutates {mutation.file}, outside [tool.dflash] source_roots ({roots}): "
+                "only files under the source roots are copied and served to the gates"
+            )
+        if not (config.root / mutation.file).is_file():
+            continue  # stale: the run reports it
+        name = module_name(mutation.file, config.root, config.import_paths)
+        if name is None or name.partition(".")[0] not in packages:
+            raise ConfigError(
+                f"mutation {mutation.name!r}: {mutation.file} does not import from the source roots ({roots}) as a "
+                f"module of {', '.join(sorted(packages)) or 'any package'}: name the folder that holds your "
+                "top-level packages (`src` in a src/ layout) or the package itself in source_roots"
+            )
+
+
 def load_mutations(config: ProjectConfig) -> dict[str, Mutation]:
     """Import the catalog afresh (a package means all its submodules) and return the registry by name.
 
     The registry is cleared first and the modules are re-imported, so the result is exactly what the
     catalog of `config.root` registers, whatever was imported before. No bytecode is written into the
-    user's tree.
+    user's tree. A module outside the project, one that fails to import, or one that registers nothing is a
+    ConfigError, and so is a mutation of a file the gates could not import from the source roots.
     """
     reset_registry()
     saved_path, saved_flag = list(sys.path), sys.dont_write_bytecode
-    sys.path.insert(0, str(config.root))
+    sys.path[:0] = [str((config.root / p).resolve()) for p in config.import_paths]
     sys.dont_write_bytecode = True
     try:
         for name in config.mutation_modules:
-            _purge(name)
-            module = importlib.import_module(name)
-            for info in pkgutil.walk_packages(getattr(module, "__path__", []), prefix=name + "."):
-                importlib.import_module(info.name)
-    except MutationError as error:
-        raise ConfigError(f"mutation catalog: {error}") from None
-    except ImportError as error:
-        raise ConfigError(f"cannot import mutation module: {error}") from None
+            _import_catalog(config, name)
     finally:
         sys.path[:] = saved_path
         sys.dont_write_bytecode = saved_flag
-    return all_mutations()
+    mutations = all_mutations()
+    check_mutation_files(config, mutations)
+    return mutations
 
 
 def project_files(config: ProjectConfig) -> list[str]:

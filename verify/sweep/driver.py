@@ -24,6 +24,7 @@ from verify.sweep import equivalents
 from verify.sweep import mutmut_run as sweep_mutmut
 from verify.sweep import source as sweep_source
 from verify.sweep.result import SweepOutcome, SweepProgress, SweepResult
+from verify.sweep.undecorate import undecorate
 
 DEFAULT_PATHS = ("runner",)
 DEFAULT_JOBS = os.cpu_count() or 1
@@ -59,6 +60,11 @@ class SweepConfig:
     equivalents: Path = equivalents.DEFAULT_PATH  # relative to root
     workdir: Path | None = None  # where to make (and keep) the private copy; a temp dir otherwise
     environ: tuple[tuple[str, str], ...] = field(default=())  # extra environment for mutmut
+    # From [tool.dflash], used when the project has no [tool.mutmut] of its own: which tests are the gates, and
+    # the folders (relative to the root) the source imports from (src/, several roots).
+    gates: tuple[str, ...] = ("tests/gates",)
+    gate_marker: str = "gate"
+    import_paths: tuple[str, ...] = (".",)
 
     def __post_init__(self) -> None:
         if self.jobs < 1:
@@ -182,7 +188,13 @@ def run_sweep(config: SweepConfig, on_progress: ProgressCallback | None = None) 
     root = config.root.resolve()
     modules = resolve_modules(root, config.paths, config.changed_since)
     marks = equivalents.load(root / config.equivalents)
-    decorated = tuple(d for m in modules for d in sweep_source.decorated(m, (root / m).read_text("utf-8")))
+    originals = {m: (root / m).read_text("utf-8") for m in modules}
+    # In the copy, decorated functions are spelt as assignments so mutmut mutates them too (sweep.undecorate).
+    rewritten = {m: undecorate(text) for m, text in originals.items()}
+    reached = {(m, f) for m, (_, names) in rewritten.items() for f in names}
+    skipped = tuple(d for m in modules for d in sweep_source.decorated(m, originals[m]))
+    decorated = tuple(d for d in skipped if (d.module, d.function) not in reached)
+    undecorated = tuple(d for d in skipped if (d.module, d.function) in reached)
 
     def result(outcome: SweepOutcome, mutants: tuple = (), message: str = "") -> SweepResult:
         return SweepResult(
@@ -190,6 +202,7 @@ def run_sweep(config: SweepConfig, on_progress: ProgressCallback | None = None) 
             modules=modules,
             mutants=equivalents.apply(mutants, marks),
             decorated=decorated,
+            undecorated=undecorated,
             outcome=outcome,
             wall_s=time.monotonic() - started,
             num_jobs=config.jobs,
@@ -202,9 +215,11 @@ def run_sweep(config: SweepConfig, on_progress: ProgressCallback | None = None) 
     copy = config.workdir or Path(tempfile.mkdtemp(prefix="dflash-sweep-"))
     try:
         copy_project(root, copy)
-        sweep_mutmut.write_settings(copy, modules)
+        for module, (text, _) in rewritten.items():
+            (copy / module).write_text(text, "utf-8")
+        sweep_mutmut.write_settings(copy, modules, config.gates, config.gate_marker, config.import_paths)
         outcome, message = _run_mutmut(copy, config, on_progress or (lambda progress: None))
-        return result(outcome, sweep_mutmut.read_mutants(copy, modules), message)
+        return result(outcome, sweep_mutmut.read_mutants(copy, modules, originals), message)
     finally:
         if config.workdir is None:
             shutil.rmtree(copy, ignore_errors=True)

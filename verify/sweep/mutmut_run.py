@@ -13,6 +13,7 @@ import select
 import shutil
 import sys
 import tomllib
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
@@ -34,8 +35,18 @@ ENVIRONMENT = {
     "PYTHONIOENCODING": "utf-8",
 }
 PLUGIN = "_dflash_sweep_threads"
-_PLUGIN_SOURCE = '''"""Written by `dflash sweep` into its private copy: one torch intra-op thread per gate."""
+_PLUGIN_SOURCE = '''"""Written by `dflash sweep` into its private copy: one torch intra-op thread per gate, and the
+project's import paths inside mutants/ first on sys.path (mutmut itself adds only ./, src/ and source/)."""
+import os
 import sys
+
+IMPORT_PATHS = __IMPORT_PATHS__
+sys.path[:0] = [os.path.abspath(p) for p in IMPORT_PATHS if os.path.isdir(p)]
+
+
+def pytest_configure(config):
+    # The sweep deselects `gpu` gates; a project that never declared the marker must still accept `-m`.
+    config.addinivalue_line("markers", "gpu: needs a CUDA device (deselected by dflash sweep)")
 
 
 def pytest_runtest_setup(item):
@@ -118,8 +129,15 @@ def _without_gpu(args: list[str]) -> list[str]:
     return [*args[: where + 1], f"({args[where + 1]}) and not gpu", *args[where + 2 :]]
 
 
-def write_settings(copy: Path, modules: tuple[str, ...]) -> None:
-    """Rewrite the copy's `[tool.mutmut]`: the project's settings, narrowed to `modules`, CPU gates only."""
+def write_settings(
+    copy: Path,
+    modules: tuple[str, ...],
+    gates: tuple[str, ...] = ("tests/gates",),
+    gate_marker: str = "gate",
+    import_paths: tuple[str, ...] = (".",),
+) -> None:
+    """Rewrite the copy's `[tool.mutmut]`: the project's settings, narrowed to `modules`, CPU gates only. A
+    project without its own test selection or marker gets its [tool.dflash] `gates` and `gate_marker`."""
     pyproject = copy / "pyproject.toml"
     text = pyproject.read_text("utf-8") if pyproject.exists() else ""
     settings = dict(tomllib.loads(text).get("tool", {}).get("mutmut", {}))
@@ -127,16 +145,17 @@ def write_settings(copy: Path, modules: tuple[str, ...]) -> None:
     # Whole top-level packages are copied into mutants/ so they import; only `modules` get mutants.
     settings["source_paths"] = sorted({module.split("/")[0] for module in modules})
     settings["only_mutate"] = list(modules)
-    settings.setdefault("pytest_add_cli_args_test_selection", ["tests/gates"])
+    settings.setdefault("pytest_add_cli_args_test_selection", list(gates))
     settings["pytest_add_cli_args"] = [
-        *_without_gpu(list(settings.get("pytest_add_cli_args", []))),
+        *_without_gpu(list(settings.get("pytest_add_cli_args", ["-m", gate_marker]))),
         "-p",
         PLUGIN,
     ]
     settings.setdefault("process_isolation", "forkserver")
     others = [p.name for p in copy.iterdir() if not p.name.startswith(".") and p.name not in settings["source_paths"]]
     settings["also_copy"] = sorted({*settings.get("also_copy", []), *others, f"{PLUGIN}.py"})
-    (copy / f"{PLUGIN}.py").write_text(_PLUGIN_SOURCE, "utf-8")
+    plugin = _PLUGIN_SOURCE.replace("__IMPORT_PATHS__", json.dumps([p for p in import_paths if p not in ("", ".")]))
+    (copy / f"{PLUGIN}.py").write_text(plugin, "utf-8")
 
     kept, skipping = [], False
     for line in text.splitlines():
@@ -158,14 +177,18 @@ def _function_sources(key: str, mutated_file: Path) -> tuple[str, str]:
     return orig, mutant
 
 
-def read_mutants(copy: Path, modules: tuple[str, ...]) -> tuple[SweepMutant, ...]:
-    """Every mutant of `modules` in `copy/mutants`, with a diff and anchor for the ones a report shows."""
+def read_mutants(
+    copy: Path, modules: tuple[str, ...], originals: Mapping[str, str] | None = None
+) -> tuple[SweepMutant, ...]:
+    """Every mutant of `modules` in `copy/mutants`, with a diff and anchor for the ones a report shows, placed
+    in `originals` (the project's own text, module -> source) when given: the copy's text may differ from the
+    project's (decorators spelt as assignments), the function bodies never do."""
     mutants = []
     for module in modules:
         meta = copy / "mutants" / f"{module}.meta"
         if not meta.is_file():
             continue
-        source = (copy / module).read_text("utf-8")
+        source = originals[module] if originals is not None else (copy / module).read_text("utf-8")
         for key, exit_code in json.loads(meta.read_text("utf-8"))["exit_code_by_key"].items():
             status, function = status_of(exit_code), function_of(key)
             change = None

@@ -134,11 +134,20 @@ def render_result(result: SweepResult, modules: tuple[ModuleSummary, ...], conso
         if module.decorated:
             names = ", ".join(f"{d.function} (@{d.decorators[0]})" for d in module.decorated)
             console.print(f"[dim]decorated, never mutated by mutmut: {escape(names)}[/]")
+    if result.undecorated:
+        names = ", ".join(f"{d.function} (@{d.decorators[0]})" for d in result.undecorated)
+        console.print(
+            f"{len(result.undecorated)} decorated function{'s' if len(result.undecorated) > 1 else ''} reached: "
+            f"{result.count_in(result.undecorated)} mutants in {escape(names)} (mutmut skips decorated functions; "
+            "the sweep's copy spells their decorators as assignments, `f = deco(f)`)",
+            highlight=False,
+        )
     num_decorated = len(result.decorated)
     if num_decorated:
         console.print(
             f"[yellow]{num_decorated} decorated function{'s' if num_decorated > 1 else ''} got no operator mutants "
-            "(mutmut 3 skips decorated functions, e.g. @torch.inference_mode())[/]"
+            "(a @staticmethod/@classmethod among other decorators, or a name defined twice, e.g. a property "
+            "setter)[/]"
         )
     if result.message and result.outcome != SweepOutcome.COMPLETE:
         console.print(result.message, style="yellow", markup=False, highlight=False)

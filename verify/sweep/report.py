@@ -134,6 +134,8 @@ def to_json(
         "score": result.score,
         "counts": dict(sorted(Counter(str(mutant.status) for mutant in result.mutants).items())),
         "num_decorated": len(result.decorated),
+        "num_undecorated": len(result.undecorated),
+        "num_undecorated_mutants": result.count_in(result.undecorated),
         "mutants_per_s": result.mutants_per_s,
         "functions": functions,
     }
@@ -153,12 +155,16 @@ def result_from_json(data: Mapping[str, Any]) -> SweepResult:
         SweepMutant(**({k: v for k, v in m.items() if k in fields} | {"status": MutantStatus(m["status"])}))
         for m in sweep["mutants"]
     )
-    decorated = tuple(DecoratedFunction(d["module"], d["function"], tuple(d["decorators"])) for d in sweep["decorated"])
+    decorated, undecorated = (
+        tuple(DecoratedFunction(d["module"], d["function"], tuple(d["decorators"])) for d in sweep.get(key, ()))
+        for key in ("decorated", "undecorated")
+    )
     return SweepResult(
         root=sweep["root"],
         modules=tuple(sweep["modules"]),
         mutants=mutants,
         decorated=decorated,
+        undecorated=undecorated,
         outcome=SweepOutcome(sweep["outcome"]),
         wall_s=float(sweep["wall_s"]),
         num_jobs=int(sweep["num_jobs"]),
@@ -246,7 +252,9 @@ def write_html(path: Path, result: SweepResult, catalog: Mapping[str, Mutation])
         f"{len(by[MutantStatus.NO_TESTS])} with no tests, {len(by[MutantStatus.IGNORED])} ignored as equivalent, "
         f"{len(by[MutantStatus.UNCOVERED])} uncovered on this machine, {len(by[MutantStatus.ERROR])} errors, "
         f"{len(by[MutantStatus.NOT_CHECKED])} not checked; {len(result.decorated)} decorated functions "
-        f"never mutated by mutmut.</p><pre>{html.escape(result.message)}</pre>"
+        f"never mutated by mutmut; {len(result.undecorated)} decorated functions reached "
+        f"({result.count_in(result.undecorated)} mutants) with their decorators spelt as assignments in the "
+        f"sweep's copy.</p><pre>{html.escape(result.message)}</pre>"
         "<table><tr><th>module</th><th>function</th><th>survived</th><th>no tests</th><th>killed</th>"
         f"<th>registered mutations</th></tr>{rows}</table>"
         + _html_mutants("Survivors", by[MutantStatus.SURVIVED], offer_equivalent=True)

@@ -97,12 +97,19 @@ class SweepResult:
     root: str
     modules: tuple[str, ...]  # the runner modules that were mutated
     mutants: tuple[SweepMutant, ...]
-    decorated: tuple[DecoratedFunction, ...]
+    decorated: tuple[DecoratedFunction, ...]  # decorated functions that got no mutant (mutmut skips them)
     outcome: SweepOutcome
     wall_s: float
     num_jobs: int
     budget_s: float | None = None
     message: str = ""  # why the sweep failed or stopped, with mutmut's last output lines
+    # Decorated functions mutmut reached because the sweep's copy spelt their decorators as assignments.
+    undecorated: tuple[DecoratedFunction, ...] = ()
+
+    def count_in(self, functions: tuple[DecoratedFunction, ...]) -> int:
+        """Mutants inside these functions."""
+        where = {(d.module, d.function) for d in functions}
+        return sum(1 for mutant in self.mutants if (mutant.module, mutant.function) in where)
 
     def count(self, status: MutantStatus) -> int:
         return sum(1 for mutant in self.mutants if mutant.status == status)

@@ -1,5 +1,5 @@
 import pytest
-from toyrunner.accept import bonus_len, num_accepted, scale
+from toyrunner.accept import bonus_len, cached, num_accepted, scale
 
 
 @pytest.mark.gate
@@ -13,6 +13,12 @@ def test_num_accepted():
 def test_bonus_is_more_than_accepted():
     # Too weak on purpose: `+ 2` survives it.
     assert bonus_len(2) > 2
+
+
+@pytest.mark.gate
+def test_cached_decrements():
+    # `cached` is under @functools.cache: mutmut alone never mutates it; the sweep's copy undecorates it.
+    assert cached(3) == 2
 
 
 @pytest.mark.gate
