@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_shipped_pairs_load_as_configs_tensors_and_folders() -> None:
-    assert fixture_names() == ("stride-dflash", "stride-dflash2")
+    assert {"stride-dflash", "stride-dflash2"} <= set(fixture_names())
     pair = load_fixture("stride-dflash")
     assert (pair.target_dir / "config.json").is_file() and (pair.draft_dir / "model.safetensors").is_file()
     assert (pair.block_size, pair.mask_token_id, pair.target_layer_ids, pair.kind) == (4, 47, (0, 1), "dflash")

@@ -183,8 +183,8 @@ def _import_catalog(config: ProjectConfig, name: str) -> int:
     inside, where = resolves_inside(name, config.root, [str(config.root / p) for p in config.import_paths])
     if where == "not found":
         raise ConfigError(
-            f"mutation module {name!r} cannot be found in {config.root} (nor under its source roots): check "
-            "[tool.dflash] mutation_modules"
+            f"cannot import mutation module {name!r}: not found in {config.root} (nor under its source "
+            "roots): check [tool.dflash] mutation_modules"
         )
     if not inside:
         raise ConfigError(
