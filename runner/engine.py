@@ -1,9 +1,8 @@
 """The engine: wires the scheduler, the rows, the paged caches, the target and the draft into `generate`.
 
-One `step()` admits and prefills waiting requests, then runs one draft-and-verify round over every running
-row, commits the accepted tokens, releases finished requests and compacts the rows. The decode loop moves
-data to the host once per step: acceptance and bonus tokens are computed for all rows on the device, then
-one transfer brings drafted ids, counts and bonuses back for the per-request bookkeeping.
+One `step()` admits and prefills waiting requests, runs one draft-and-verify round over every running row,
+commits the accepted tokens, releases finished requests and compacts the rows. Acceptance and bonus tokens
+are computed for all rows on the device; one transfer per step brings them back for the bookkeeping.
 """
 
 from __future__ import annotations
@@ -161,8 +160,7 @@ class Engine:
         if request is None:
             raise InvalidRequestError(f"request id {request_id!r} is not queued or running")
         request.finish_reason = FinishReason.ABORT
-        # Identity, not dataclass equality: two requests are never the same because their fields agree.
-        if any(w is request for w in self.scheduler.waiting):
+        if any(w is request for w in self.scheduler.waiting):  # identity: equal fields are not the same request
             self.scheduler.waiting = deque(w for w in self.scheduler.waiting if w is not request)
             self._finish(request)
         else:
