@@ -81,3 +81,18 @@ def test_generate_takes_text_through_the_targets_tokenizer(tmp_path) -> None:
     )
     assert by_text.exit_code == 0, by_text.output
     assert json.loads(by_text.output)["plain"]["token_ids"] == json.loads(by_ids.output)["plain"]["token_ids"]
+
+
+def test_generate_stops_at_stop_ids() -> None:
+    base = ["generate", "--target", str(FIXTURE / "target"), "--draft", str(FIXTURE / "draft")]
+    prompt = ["--prompt-ids", " ".join(map(str, PROMPT)), "--max-tokens", "12", "--json"]
+    full = json.loads(CliRunner().invoke(app, [*base, *prompt]).output)["speculative"]
+    stop = full["token_ids"][4]
+    cut = full["token_ids"].index(stop) + 1
+    result = CliRunner().invoke(app, [*base, *prompt, "--stop", f"{stop} 47"])
+    assert result.exit_code == 0, result.output
+    stopped = json.loads(result.output)["speculative"]
+    assert stopped["token_ids"] == full["token_ids"][:cut] and stopped["finish_reason"] == "stop"
+    bad = CliRunner().invoke(app, [*base, *prompt, "--stop", "999"])
+    assert bad.exit_code == 2 and "stop_token_ids" in bad.output
+    assert CliRunner().invoke(app, [*base, *prompt, "--stop", "x"]).exit_code == 2

@@ -34,6 +34,11 @@ def test_store_length_tracks_committed_length(prompts: list[list[int]]) -> None:
                 f"pending {pending.numel()}"
             )
             assert pending.tolist() == list(range(store, request.num_committed))
+            features = rows.pending[row]
+            assert features is not None and features.shape[0] == pending.numel(), (
+                f"request {request.request_id}: {features.shape[0] if features is not None else None} pending "
+                f"feature rows for {pending.numel()} pending positions"
+            )
             checked += 1
     assert checked >= 10
     assert engine.trace is not None
