@@ -26,8 +26,6 @@ from runner.scheduler import Scheduler
 from runner.target import PagedInputs, Qwen3Target
 from runner.trace import StepRecord, Trace
 
-__all__ = ["Engine", "EngineConfig", "GenerationOutput"]
-
 
 class Engine:
     def __init__(self, target: Qwen3Target, draft: DFlashDraft | None = None, config: EngineConfig | None = None):
@@ -213,20 +211,18 @@ class Engine:
 
     def _prefill(self, requests: list[Request]) -> None:
         rows = [self.rows.add(r) for r in requests]
-        lens_host = [r.num_prompt for r in requests]
-        width = max(lens_host)
+        width = max(r.num_prompt for r in requests)
         ids = torch.tensor([r.prompt_ids + [0] * (width - r.num_prompt) for r in requests], device=self.device)
-        lens = torch.tensor(lens_host, device=self.device)
+        lens = torch.tensor([r.num_prompt for r in requests], device=self.device)
         positions = torch.arange(width, device=self.device).expand(len(requests), width)
         table = self.rows.target_block_table[rows[0] : rows[-1] + 1]  # admitted rows are consecutive
         inputs = PagedInputs(ids, positions, positions < lens[:, None], table, lens, width)
         logits, taps = self.target(inputs, self.target_cache, self.tap_layer_ids, logit_index=lens - 1)
         first = logits[:, 0].argmax(-1)  # [R]; sampled rows draw theirs below, on the device
-        for i, r in enumerate(requests):
-            p = r.params
+        for i, p in enumerate(r.params for r in requests):
             if not p.is_greedy:
                 probs = sampling_probs(logits[i, 0], p.temperature, p.top_p, p.top_k)
-                first[i] = torch.multinomial(probs, 1, generator=r.generator)[0]
+                first[i] = torch.multinomial(probs, 1, generator=requests[i].generator)[0]
         for i, (row, r, token) in enumerate(zip(rows, requests, first.tolist(), strict=True)):  # one transfer
             r.start(token)
             if taps is not None:
