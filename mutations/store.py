@@ -16,7 +16,7 @@ register(
         anchor="key_valid = key_positions < inputs.read_lens[:, None]",
         replacement="key_valid = (key_positions < inputs.read_lens[:, None]) & "
         "(key_positions >= inputs.block_positions[:, :1] - 12)",
-        expect_killed_by=(f"{STORE_GATE}::test_long_context_drafts_like_dense[window]",),
+        expect_killed_by=(f"{STORE_GATE}::test_paged_block_logits_match_dense",),
     ),
     Mutation(
         name="store-offset",

@@ -1,9 +1,8 @@
 """The engine: wires the scheduler, the rows, the paged caches, the target and the draft into `generate`.
 
-One `step()` admits and prefills waiting requests, then runs one draft-and-verify round over every running
-row, commits the accepted tokens, releases finished requests and compacts the rows. The decode loop moves
-data to the host once per step: acceptance and bonus tokens are computed for all rows on the device, then
-one transfer brings drafted ids, counts and bonuses back for the per-request bookkeeping.
+One `step()` admits and prefills waiting requests, runs one draft-and-verify round over every running row,
+commits the accepted tokens, releases finished requests and compacts the rows. Acceptance and bonus tokens
+are computed for all rows on the device; one transfer per step brings them back for the bookkeeping.
 """
 
 from __future__ import annotations
@@ -26,8 +25,6 @@ from runner.sampling import SamplingParams, greedy_accept_counts, rejection_acce
 from runner.scheduler import Scheduler
 from runner.target import PagedInputs, Qwen3Target
 from runner.trace import StepRecord, Trace
-
-__all__ = ["Engine", "EngineConfig", "GenerationOutput"]
 
 
 class Engine:
@@ -161,8 +158,7 @@ class Engine:
         if request is None:
             raise InvalidRequestError(f"request id {request_id!r} is not queued or running")
         request.finish_reason = FinishReason.ABORT
-        # Identity, not dataclass equality: two requests are never the same because their fields agree.
-        if any(w is request for w in self.scheduler.waiting):
+        if any(w is request for w in self.scheduler.waiting):  # identity: equal fields are not the same request
             self.scheduler.waiting = deque(w for w in self.scheduler.waiting if w is not request)
             self._finish(request)
         else:
@@ -215,20 +211,18 @@ class Engine:
 
     def _prefill(self, requests: list[Request]) -> None:
         rows = [self.rows.add(r) for r in requests]
-        lens_host = [r.num_prompt for r in requests]
-        width = max(lens_host)
+        width = max(r.num_prompt for r in requests)
         ids = torch.tensor([r.prompt_ids + [0] * (width - r.num_prompt) for r in requests], device=self.device)
-        lens = torch.tensor(lens_host, device=self.device)
+        lens = torch.tensor([r.num_prompt for r in requests], device=self.device)
         positions = torch.arange(width, device=self.device).expand(len(requests), width)
         table = self.rows.target_block_table[rows[0] : rows[-1] + 1]  # admitted rows are consecutive
         inputs = PagedInputs(ids, positions, positions < lens[:, None], table, lens, width)
         logits, taps = self.target(inputs, self.target_cache, self.tap_layer_ids, logit_index=lens - 1)
         first = logits[:, 0].argmax(-1)  # [R]; sampled rows draw theirs below, on the device
-        for i, r in enumerate(requests):
-            p = r.params
+        for i, p in enumerate(r.params for r in requests):
             if not p.is_greedy:
                 probs = sampling_probs(logits[i, 0], p.temperature, p.top_p, p.top_k)
-                first[i] = torch.multinomial(probs, 1, generator=r.generator)[0]
+                first[i] = torch.multinomial(probs, 1, generator=requests[i].generator)[0]
         for i, (row, r, token) in enumerate(zip(rows, requests, first.tolist(), strict=True)):  # one transfer
             r.start(token)
             if taps is not None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from verify.mutation import Mutation
-from verify.report.verdict import Status, matches_gate
+from verify.report.verdict import Outcome, Status, matches_gate
 from verify.run.apply import Applied, apply_mutation
 from verify.run.phases import RunOptions, run_verify
 from verify.run.settings import load_config, load_mutations
@@ -28,7 +28,9 @@ FIVE = {
 STORE_GATE = "tests/gates/test_gate_store_reads.py::"
 STORE_KILLERS = {
     "reset-store-on-row-move": "test_survivors_draft_like_their_solo_runs[copy-dflash]",
-    "store-window": "test_long_context_drafts_like_dense[window]",
+    # A windowed store drafts near-constant blocks: the drafted-block comparisons refuse that arm (degenerate),
+    # the block-logits comparison fails on it.
+    "store-window": "test_paged_block_logits_match_dense",
     "store-offset": "test_long_context_drafts_like_dense[offset]",
     "store-shared-between-rows": "test_rows_sharing_recent_tokens_draft_apart",
 }
@@ -72,4 +74,5 @@ def test_embedded_default_kills_every_mutation() -> None:
         observing = [g for g in result.red_by_check if any(f in g for f in gate_files)]
         assert observing, f"{name} was not killed on an assertion by an observing gate: {result.killed_by}"
     for name, gate in STORE_KILLERS.items():
-        assert STORE_GATE + gate in statuses[name].red_by_assertion, f"{name}: {statuses[name].red_by_assertion}"
+        asserted = [o.gate_id for o in statuses[name].outcomes if o.outcome is Outcome.ASSERTION]
+        assert STORE_GATE + gate in asserted, f"{name} not red on an assertion of {gate}: {asserted}"

@@ -89,3 +89,18 @@ def test_fixtures_cli_default_is_the_catalog_default() -> None:
     from verify.fixtures.catalog import DEFAULT_FIXTURE
 
     assert CLI_DEFAULT == DEFAULT_FIXTURE
+
+
+def test_generate_stops_at_stop_ids() -> None:
+    base = ["generate", "--target", str(FIXTURE / "target"), "--draft", str(FIXTURE / "draft")]
+    prompt = ["--prompt-ids", " ".join(map(str, PROMPT)), "--max-tokens", "12", "--json"]
+    full = json.loads(CliRunner().invoke(app, [*base, *prompt]).output)["speculative"]
+    stop = full["token_ids"][4]
+    cut = full["token_ids"].index(stop) + 1
+    result = CliRunner().invoke(app, [*base, *prompt, "--stop", f"{stop} 47"])
+    assert result.exit_code == 0, result.output
+    stopped = json.loads(result.output)["speculative"]
+    assert stopped["token_ids"] == full["token_ids"][:cut] and stopped["finish_reason"] == "stop"
+    bad = CliRunner().invoke(app, [*base, *prompt, "--stop", "999"])
+    assert bad.exit_code == 2 and "stop_token_ids" in bad.output
+    assert CliRunner().invoke(app, [*base, *prompt, "--stop", "x"]).exit_code == 2

@@ -55,6 +55,17 @@ def test_sampling_params_boundaries_are_accepted() -> None:
     assert not SamplingParams(temperature=1e-3, top_p=1e-3).is_greedy
 
 
+def test_admission_never_exceeds_the_rows() -> None:
+    """Three requests that all fit in the pools, two rows: two are admitted, the third waits for a free row."""
+    scheduler = Scheduler(2, BlockAllocator(64, "target"), BlockAllocator(64, "draft"), page_size=4, block_size=4)
+    for i in range(3):
+        scheduler.add(Request(i, [1, 2, 3], SamplingParams(max_tokens=4)))
+    admitted = scheduler.admit()
+    assert [r.request_id for r in admitted] == [0, 1] and scheduler.num_running == 2
+    assert [r.request_id for r in scheduler.waiting] == [2]
+    assert scheduler.admit() == []
+
+
 def test_allocator_boundaries() -> None:
     with pytest.raises(CacheCapacityError, match="test pool needs at least one page, got 0"):
         BlockAllocator(0, "test")

@@ -37,7 +37,11 @@ def test_store_length_tracks_committed_length(prompts: list[list[int]]) -> None:
                 f"request {request.request_id}: store holds {store}, committed {committed}, pending {pending.numel()}"
             )
             assert pending.tolist() == list(range(store, committed))
-            assert rows.pending[row] is not None and rows.pending[row].shape[0] == pending.numel()
+            features = rows.pending[row]
+            assert features is not None and features.shape[0] == pending.numel(), (
+                f"request {request.request_id}: {features.shape[0] if features is not None else None} pending "
+                f"feature rows for {pending.numel()} pending positions"
+            )
             # The trace's record of this step says what the rows hold.
             (record,) = [r for r in new_records if r.request_id == request.request_id]
             assert record.num_pending_after == pending.numel()

@@ -17,14 +17,19 @@ if TYPE_CHECKING:
     from runner import Engine, SamplingParams
 
 
+def _ids(option: str, text: str | None) -> tuple[int, ...]:
+    """ "1 2 3" or "1,2,3" -> (1, 2, 3)."""
+    try:
+        return tuple(int(t) for t in (text or "").replace(",", " ").split())
+    except ValueError as exc:
+        raise typer.BadParameter(f"{option} must be integers: {exc}") from exc
+
+
 def _prompt_ids(target: Path, prompt_ids: str | None, prompt: str | None) -> list[int]:
     if (prompt_ids is None) == (prompt is None):
         raise typer.BadParameter("give exactly one of --prompt-ids and --prompt")
     if prompt_ids is not None:
-        try:
-            return [int(t) for t in prompt_ids.replace(",", " ").split()]
-        except ValueError as exc:
-            raise typer.BadParameter(f"--prompt-ids must be integers: {exc}") from exc
+        return list(_ids("--prompt-ids", prompt_ids))
     tokenizer_file = target / "tokenizer.json"
     if not tokenizer_file.is_file():
         raise typer.BadParameter(f"--prompt needs {tokenizer_file}; use --prompt-ids")
@@ -55,6 +60,10 @@ def generate(
     max_tokens: Annotated[int | None, typer.Option(help="Tokens to generate [default: the runner's, 64].")] = None,
     temperature: Annotated[float | None, typer.Option(help="0 for greedy [default: 0].")] = None,
     seed: Annotated[int | None, typer.Option(help="Per-request seed for sampling.")] = None,
+    stop: Annotated[
+        str | None, typer.Option(help='Stop token ids, e.g. "2 7"; the target\'s eos_token_id also stops.')
+    ] = None,
+    ignore_eos: Annotated[bool, typer.Option(help="Do not stop at the target's eos_token_id.")] = False,
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
     dtype: Annotated[str, typer.Option(help="float32 or bfloat16.")] = "float32",
     compare_plain: Annotated[bool, typer.Option(help="Also run plain decoding and compare speed.")] = False,
@@ -76,6 +85,8 @@ def generate(
             max_tokens=defaults.max_tokens if max_tokens is None else max_tokens,
             temperature=defaults.temperature if temperature is None else temperature,
             seed=seed,
+            stop_token_ids=_ids("--stop", stop),
+            ignore_eos=ignore_eos,
         )
         engine = Engine.from_pretrained(target, draft, device=device, dtype=dtype)
         _timed(engine, ids, params)  # warm-up: first-call allocations are not decoding speed
