@@ -68,7 +68,9 @@ class QKNormAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q, k (each head RMS-normed, then rotated) and v: [R, T, heads, head_dim]."""
         bias = None if self._qkv_bias is None else self._qkv_bias.get()
-        heads = F.linear(x, self._qkv.get(), bias).view(*x.shape[:-1], -1, self.head_dim)
+        # Head counts stated, not inferred: an empty context (T = 0, an audit's wiped store) must still reshape.
+        num_heads = self.num_heads + 2 * self.num_kv_heads
+        heads = F.linear(x, self._qkv.get(), bias).view(*x.shape[:-1], num_heads, self.head_dim)
         qk, v = heads.split([self.num_heads + self.num_kv_heads, self.num_kv_heads], dim=-2)
         qk = rms_normalize(qk, self.q_norm.eps) * self._qk_norm.get()
         q, k = apply_rotary(qk, cos, sin).split([self.num_heads, self.num_kv_heads], dim=-2)
@@ -77,7 +79,7 @@ class QKNormAttention(nn.Module):
     def project_kv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """k (normed, rotated) and v: [R, T, kv_heads, head_dim]."""
         bias = None if self._kv_bias is None else self._kv_bias.get()
-        heads = F.linear(x, self._kv.get(), bias).view(*x.shape[:-1], -1, self.head_dim)
+        heads = F.linear(x, self._kv.get(), bias).view(*x.shape[:-1], 2 * self.num_kv_heads, self.head_dim)
         k, v = heads.split([self.num_kv_heads, self.num_kv_heads], dim=-2)
         return apply_rotary(self.k_norm(k), cos, sin), v
 
