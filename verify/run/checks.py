@@ -80,11 +80,11 @@ def run_baseline(
 def self_check(ex: Executor, baseline: Baseline, cache: cache_mod.ResultCache, tree: str, progress: Progress) -> str:
     """Forced failure must be seen on every gate; unchanged code served by the hook must stay green.
     Returns "passed" or "cached"; raises HarnessError or BaselineError."""
-    progress.phase("self-check", 2)
     if cache.get_self_check(tree):
+        progress.phase("self-check", 1)
         progress.advance("self-check (cached)")
-        progress.advance("")
         return "cached"
+    progress.phase("self-check", 2)
     config, gate_ids = ex.config, baseline.gate_ids
     timeout = budget(config, baseline, gate_ids)
     sources = tuple(
