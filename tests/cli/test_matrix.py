@@ -10,13 +10,16 @@ from __future__ import annotations
 import dataclasses
 import io
 import re
+import xml.etree.ElementTree as ET
 
 import pytest
 from rich.console import Console
 
+from verify.report.html import render_html
+from verify.report.junit import write_junit
 from verify.report.matrix import SYMBOL, build_matrix
-from verify.report.summary import judge, verdict_line
-from verify.report.terminal import render_matrix, render_report
+from verify.report.summary import DECLARED, judge, verdict_line
+from verify.report.terminal import render_matrix, render_report, render_survivors
 from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, RunReport, Status
 
 FILES = ("drafts", "numerics", "paths", "store", "acceptance", "sampling", "dflash2", "trace", "rules",
@@ -131,3 +134,31 @@ def test_the_verdict_line_names_harness_trouble_and_interruption() -> None:
     assert "harness error: the project's files changed during the run" in line and line.startswith("FAIL ")
     line = verdict_line(judge(dataclasses.replace(_report(), interrupted_by="SIGTERM")))
     assert "interrupted by SIGTERM" in line
+
+
+def test_every_renderer_tells_a_declared_survivor_from_a_test_gap(tmp_path) -> None:
+    gates = tuple(GateOutcome(g, Outcome.PASSED, 0.1) for g in ("t.py::a", "t.py::b"))
+    killed = MutationResult("k", Status.KILLED, ("t.py::a",), ("t.py::a",), 0.5, "",
+                            (GateOutcome("t.py::a", Outcome.ASSERTION, 0.1, "AssertionError"),))  # fmt: skip
+    report = RunReport(
+        Baseline("green", gates),
+        (MutationResult("declared", Status.SURVIVED, ran=("t.py::a",)),
+         MutationResult("gap", Status.SURVIVED, ran=("t.py::a",)), killed),
+        ("declared", "gap", "k"),
+        expected_survivors=(("declared", "the fixture cannot see it"),),
+    )  # fmt: skip
+    verdict = judge(report)
+    assert dict(verdict.named)["survived"] == ("gap",)  # the verdict line names the gap only
+    assert dict(verdict.counts) == {"killed": 1, "survived": 1, DECLARED: 1}
+    assert "declared" not in verdict_line(verdict)
+    out = io.StringIO()
+    console = Console(file=out, width=120, color_system=None)
+    render_survivors(report, {}, console)
+    render_matrix(report, console=console)
+    text = out.getvalue()
+    assert f"{DECLARED} declared  the fixture cannot see it" in text and "survived gap" in text
+    html = render_html(report)
+    assert f'<span class="s-declared">{DECLARED}</span>' in html and "the fixture cannot see it" in html
+    write_junit(report, tmp_path / "j.xml")
+    cases = {c.get("name"): c for c in ET.parse(tmp_path / "j.xml").getroot().iter("testcase")}
+    assert cases["declared"].find("skipped") is not None and cases["gap"].find("failure") is not None

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from verify.report.files import Detail, RunInfo
 from verify.report.matrix import LEGEND, build_matrix
-from verify.report.summary import format_score, judge, verdict_line
+from verify.report.summary import DECLARED, format_score, judge, status_label, verdict_line
 from verify.report.verdict import MutationResult, RunReport
 
 __all__ = ["render_html", "write_html"]
@@ -32,7 +32,7 @@ td.name, td.msg, td.gate { text-align: left; font-family: monospace; } td.name {
 td.c-A, td.c-R { background: #c62828; } td.c-I { background: #8e0000; } td.c-E { background: #ef6c00; }
 td.c-T { background: #f9a825; } td.c-dash { background: #eee; } td.c-dot { background: #a5d6a7; }
 td.cell a { color: #fff; text-decoration: none; display: block; } td.c-dot a, td.c-dash a { color: #333; }
-.s-killed, .s-caught { color: #1b5e20; } .s-survived { color: #b00; font-weight: bold; }
+.s-killed, .s-caught { color: #1b5e20; } .s-survived { color: #b00; font-weight: bold; } .s-declared { color: #777; }
 .s-crashed, .s-timeout { color: #e65100; font-weight: bold; } .s-error { color: #6a1b9a; font-weight: bold; }
 .s-stale { color: #6a1b9a; } .s-equivalent, .s-uncovered, .s-skipped { color: #777; }
 pre { background: #f7f7f7; padding: .5em; overflow-x: auto; }
@@ -78,13 +78,18 @@ def _matrix(report: RunReport) -> str:
             cells.append(f'<td class="cell c-{css}" title="{_e(title)}"><a href="#{target}">{_e(symbol)}</a></td>')
         rows.append(
             f'<tr><td class="name"><a href="#{_anchor(row.name)}">{_e(row.name)}</a></td>'
-            f'<td class="s-{_e(row.status)}">{_e(row.status)}</td>{"".join(cells)}</tr>'
+            f'<td class="s-{_css(row.status)}">{_e(row.status)}</td>{"".join(cells)}</tr>'
         )
     return f"<table><tr><th>mutation</th><th>status</th>{headers}</tr>\n" + "\n".join(rows) + "</table>"
 
 
-def _section(result: MutationResult, detail: Detail | None, index: Mapping[str, int]) -> str:
-    name = result.name
+def _css(label: str) -> str:
+    return "declared" if label == DECLARED else label
+
+
+def _section(report: RunReport, result: MutationResult, detail: Detail | None, index: Mapping[str, int]) -> str:
+    name, label = result.name, status_label(report, result)
+    why = dict(report.expected_survivors).get(name, "") if label == DECLARED else result.reason
     killers = ", ".join(result.killed_by) or "none"
     cached = " (cached)" if result.cached else ""
     gates = "".join(
@@ -96,9 +101,9 @@ def _section(result: MutationResult, detail: Detail | None, index: Mapping[str, 
     head = "<tr><th>gate</th><th>outcome</th><th>time</th><th>message</th></tr>"
     table = f"<table>{head}{gates}</table>" if gates else ""
     return (
-        f'<h3 id="{_anchor(name)}">{_e(name)} &mdash; <span class="s-{_e(result.status)}">{_e(result.status)}</span>'
+        f'<h3 id="{_anchor(name)}">{_e(name)} &mdash; <span class="s-{_css(label)}">{_e(label)}</span>'
         f"{cached}</h3><p>{_e(detail.file if detail else '')}: {_e(detail.bug_class if detail else '')}</p>"
-        f"<p>Killed by: {_e(killers)}. {_e(result.reason)}</p>{table}"
+        f"<p>Killed by: {_e(killers)}. {_e(why)}</p>{table}"
         f"<pre>{_e(detail.diff if detail else '')}</pre>"
     )
 
@@ -108,7 +113,7 @@ def render_html(report: RunReport, details: Mapping[str, Detail] | None = None, 
     verdict = judge(report, info.fail_under)
     index = {gate_id: i for i, gate_id in enumerate(report.baseline.gate_ids)}
     banner = f'<p class="banner {"pass" if verdict.passed else "fail"}">{_e(verdict_line(verdict, info.wall_s))}</p>'
-    counts = "".join(f'<li><span class="s-{_e(s)}">{_e(s)}</span>: {n}</li>' for s, n in verdict.counts)
+    counts = "".join(f'<li><span class="s-{_css(s)}">{_e(s)}</span>: {n}</li>' for s, n in verdict.counts)
     reasons = (*verdict.failures, *(f"harness error: {e}" for e in report.harness_errors))
     failures = "".join(f"<li>{_e(reason)}</li>" for reason in reasons)
     vacuous = report.vacuous_gates
@@ -129,7 +134,7 @@ def render_html(report: RunReport, details: Mapping[str, Detail] | None = None, 
     news = "".join(f"<li>{_e(n)}: declared to survive, a gate now catches it</li>" for n in report.surprises)
     if news:
         warning += f"<p>News:</p><ul>{news}</ul>"
-    sections = "".join(_section(r, details.get(r.name), index) for r in report.mutations)
+    sections = "".join(_section(report, r, details.get(r.name), index) for r in report.mutations)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>dflash verify</title>'
         f"<style>{_STYLE}</style></head><body><h1>dflash verify</h1>{banner}<p>{meta}</p>"

@@ -13,21 +13,21 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from verify.report.files import Detail, RunInfo
-from verify.report.summary import judge
+from verify.report.summary import DECLARED, judge, status_label
 from verify.report.verdict import RunReport
 
 __all__ = ["write_junit"]
 
 _FAILURE = ("survived", "crashed", "timeout")
 _ERROR = ("stale", "error")
-_SKIPPED = ("equivalent", "uncovered", "skipped")
+_SKIPPED = ("equivalent", "uncovered", "skipped", DECLARED)
 
 
 def write_junit(
     report: RunReport, path: Path, details: Mapping[str, Detail] | None = None, info: RunInfo | None = None
 ) -> None:
     details, info = details or {}, info or RunInfo()
-    statuses = [str(r.status) for r in report.mutations]
+    statuses = [status_label(report, r) for r in report.mutations]
     verdict = judge(report, info.fail_under)
     suite = ET.Element("testsuite", name="dflash-verify", tests=str(len(statuses)))
     suite.set("failures", str(sum(s in _FAILURE for s in statuses)))
@@ -44,11 +44,12 @@ def write_junit(
     ):
         ET.SubElement(properties, "property", name=name, value=value)
     for result in report.mutations:
-        status = str(result.status)
+        status = status_label(report, result)  # a declared survivor is skipped: outside the score, as elsewhere
         case = ET.SubElement(suite, "testcase", classname="dflash.mutations", name=result.name)
         case.set("time", f"{0.0 if result.cached else result.duration_s:.3f}")
         detail = details.get(result.name)
-        message = f"{status}: {result.reason}" if result.reason else status
+        why = dict(report.expected_survivors).get(result.name, result.reason)
+        message = f"{status}: {why}" if why else status
         if status in _FAILURE:
             failure = ET.SubElement(case, "failure", message=message, type=status)
             failure.text = f"{detail.bug_class}\n{detail.diff}" if detail else message

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from verify.report.summary import status_label
 from verify.report.verdict import MutationResult, RunReport
 
 __all__ = ["LEGEND", "SYMBOL", "SYMBOL_STYLE", "GateGroup", "Matrix", "MatrixRow", "build_matrix", "cell"]
@@ -93,5 +94,7 @@ def build_matrix(report: RunReport, by: str = "file") -> Matrix:
     if by not in ("file", "gate"):
         raise ValueError(f"by must be 'file' or 'gate', not {by!r}")
     groups = _groups(report.baseline.gate_ids, by)
-    rows = tuple(MatrixRow(r.name, str(r.status), tuple(cell(r, g.gate_ids) for g in groups)) for r in report.mutations)
+    rows = tuple(
+        MatrixRow(r.name, status_label(report, r), tuple(cell(r, g.gate_ids) for g in groups)) for r in report.mutations
+    )
     return Matrix(groups, rows)

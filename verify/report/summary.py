@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from verify.report.verdict import RunReport
+from verify.report.verdict import MutationResult, RunReport
 
-__all__ = ["MAX_NAMED", "Verdict", "format_score", "judge", "verdict_line"]
+__all__ = ["DECLARED", "MAX_NAMED", "Verdict", "format_score", "judge", "status_label", "verdict_line"]
 
 MAX_NAMED = 3  # names shown per kind of failure on the one line; the summary above lists them all
 
@@ -19,6 +19,12 @@ MAX_NAMED = 3  # names shown per kind of failure on the one line; the summary ab
 _CAUGHT = ("killed", "caught")
 # The statuses that fail a run by name, in the order the verdict line lists them.
 _NAMED = ("survived", "stale", "error", "crashed", "timeout")
+DECLARED = "survived (declared)"  # expect="survives" and indeed survived: outside the score, not a failure
+
+
+def status_label(report: RunReport, result: MutationResult) -> str:
+    """The status as every renderer shows it: a declared survivor is told apart from a test gap."""
+    return DECLARED if report.is_declared_survivor(result) else str(result.status)
 
 
 def format_score(score: float | None) -> str:
@@ -49,20 +55,20 @@ class Verdict:
 
 def judge(report: RunReport, fail_under: float = 0.0) -> Verdict:
     failures = tuple(report.failures(fail_under))
-    statuses = [str(r.status) for r in report.mutations]
+    # A declared survivor is shown as such, apart from the survivors that fail a run.
+    statuses = [status_label(report, r) for r in report.mutations]
     order: list[str] = []
     for status in statuses:
         if status not in order:
             order.append(status)
     counts = tuple((s, statuses.count(s)) for s in sorted(order, key=_status_rank))
     named = tuple(
-        (status, tuple(r.name for r in report.mutations if str(r.status) == status))
+        (status, tuple(r.name for r, s in zip(report.mutations, statuses, strict=True) if s == status))
         for status in _NAMED
         if status in statuses
     )
     # The score's denominator, as RunReport.score counts it: judged statuses, less declared survivors.
-    expected = {name for name, _ in report.expected_survivors}
-    judged = [r for r in report.mutations if r.status.is_judged and not (r.name in expected and not r.killed_by)]
+    judged = [r for r in report.mutations if r.status.is_judged and not report.is_declared_survivor(r)]
     errors = bool(report.harness_errors or report.errors or report.interrupted_by)
     return Verdict(
         passed=not failures and not errors,
@@ -79,7 +85,8 @@ def judge(report: RunReport, fail_under: float = 0.0) -> Verdict:
 
 
 def _status_rank(status: str) -> int:
-    known = ("killed", "caught", "crashed", "timeout", "survived", "error", "stale", "equivalent", "uncovered")
+    known: tuple[str, ...] = ("killed", "caught", "crashed", "timeout", "survived", DECLARED, "error", "stale")
+    known += ("equivalent", "uncovered")
     return known.index(status) if status in known else len(known)
 
 

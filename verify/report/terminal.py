@@ -20,7 +20,7 @@ from rich.text import Text
 from verify.mutation import Mutation
 from verify.report.files import Detail
 from verify.report.matrix import LEGEND, SYMBOL, SYMBOL_STYLE, build_matrix
-from verify.report.summary import Verdict, format_score, verdict_line
+from verify.report.summary import DECLARED, Verdict, format_score, status_label, verdict_line
 from verify.report.verdict import MutationResult, RunReport
 
 __all__ = [
@@ -41,6 +41,7 @@ STATUS_STYLE = {
     "crashed": "dark_orange",
     "timeout": "dark_orange",
     "survived": "bold red",
+    DECLARED: "dim",
     "error": "bold magenta",
     "stale": "magenta",
     "equivalent": "dim",
@@ -152,8 +153,10 @@ def render_survivors(report: RunReport, details: Mapping[str, Detail], console: 
         if str(result.status) not in ("survived", "crashed", "timeout", "error"):
             continue
         detail = details.get(result.name)
-        style = STATUS_STYLE.get(str(result.status), "")
-        console.print(f"\n[{style}]{result.status}[/] [bold]{escape(result.name)}[/]  {escape(result.reason)}")
+        label = status_label(report, result)
+        reason = dict(report.expected_survivors).get(result.name, "") if label == DECLARED else result.reason
+        style = STATUS_STYLE.get(label, "")
+        console.print(f"\n[{style}]{label}[/] [bold]{escape(result.name)}[/]  {escape(reason)}")
         if detail is not None:
             console.print(f"bug class: {escape(detail.bug_class)}")
             if detail.diff:

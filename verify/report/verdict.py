@@ -171,10 +171,13 @@ class RunReport:
     def _expected_names(self) -> set[str]:
         return {name for name, _ in self.expected_survivors}
 
+    def is_declared_survivor(self, result: MutationResult) -> bool:
+        """Declared `expect="survives"` and indeed not killed: Stryker's "Ignored", reported outside the score
+        and never named as a failure."""
+        return result.status is Status.SURVIVED and result.name in self._expected_names
+
     def _judged(self) -> list[MutationResult]:
-        # A declared survivor is Stryker's "Ignored": reported, outside the score.
-        expected = self._expected_names
-        return [r for r in self.mutations if r.status.is_judged and not (r.name in expected and not r.killed_by)]
+        return [r for r in self.mutations if r.status.is_judged and not self.is_declared_survivor(r)]
 
     @property
     def score(self) -> float | None:
