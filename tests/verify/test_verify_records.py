@@ -149,4 +149,3 @@ def test_records_round_trip_through_plain_json() -> None:
     result = _killed("k", "t.py::a")
     text = json.dumps(dataclasses.asdict(result))  # no custom encoder: StrEnums are strings
     assert result_from_dict(json.loads(text)) == result
-
