@@ -44,7 +44,7 @@ register(
         bug_class="Target weights are loaded without checking names and shapes against the config, so a truncated "
         "checkpoint fails late with an unnamed error (or loads garbage into a tied head).",
         file="runner/loader.py",
-        anchor="check_weights(weights, Qwen3Target.expected_shapes(cfg), str(folder))",
+        anchor="check_weights(weights, model.expected_shapes(), str(folder))",
         replacement="pass",
         expect_killed_by=("tests/gates/test_gate_checkpoint.py::test_missing_tensor_is_refused",),
     ),
@@ -53,7 +53,7 @@ register(
         bug_class="Draft weights are loaded without the shape check (a draft for a different hidden size loads "
         "until the first matmul).",
         file="runner/loader.py",
-        anchor="check_weights(weights, DFlashDraft.expected_shapes(cfg), str(folder))",
+        anchor="check_weights(weights, draft.expected_shapes(), str(folder))",
         replacement="pass",
         expect_killed_by=("tests/gates/test_gate_checkpoint.py::test_wrong_shape_is_refused",),
     ),

@@ -77,10 +77,9 @@ class DFlashDraft(nn.Module):
                 shapes.vocab_size, shapes.hidden_size, cfg.selector_rank, cfg.selector_top_k
             )
 
-    @staticmethod
-    def expected_shapes(cfg: DraftConfig) -> dict[str, tuple[int, ...]]:
-        with torch.device("meta"):
-            return {name: tuple(p.shape) for name, p in DFlashDraft(cfg).state_dict().items()}
+    def expected_shapes(self) -> dict[str, tuple[int, ...]]:
+        """What a checkpoint of this config must hold: every tensor's name and shape."""
+        return {name: tuple(p.shape) for name, p in self.state_dict().items()}
 
     @staticmethod
     def rename_weights(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

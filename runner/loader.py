@@ -43,8 +43,10 @@ def load_target(folder: str | Path, device: torch.device, dtype: torch.dtype) ->
     weights = read_weights(folder)
     if cfg.tie_word_embeddings:
         weights.pop("lm_head.weight", None)  # some tied checkpoints store the copy anyway
-    check_weights(weights, Qwen3Target.expected_shapes(cfg), str(folder))
+    # Built before the check, on the CPU: its own state_dict says what the checkpoint must hold. (Shapes from a
+    # meta-device model would cost every process a ~1.5 s import of torch._dynamo, for nothing.)
     model = Qwen3Target(cfg)
+    check_weights(weights, model.expected_shapes(), str(folder))
     model.load_weights(weights)
     return model.to(device=device, dtype=dtype).eval()
 
@@ -53,10 +55,10 @@ def load_draft(folder: str | Path, target: TargetConfig, device: torch.device, d
     cfg = DraftConfig.from_dict(read_config(folder), where=str(Path(folder) / CONFIG_NAME))
     check_fit(cfg, target, str(folder))
     weights = DFlashDraft.rename_weights(read_weights(folder))
-    check_weights(weights, DFlashDraft.expected_shapes(cfg), str(folder))
-    model = DFlashDraft(cfg)
-    model.load_state_dict(weights, strict=True)
-    return model.to(device=device, dtype=dtype).eval()
+    draft = DFlashDraft(cfg)
+    check_weights(weights, draft.expected_shapes(), str(folder))
+    draft.load_state_dict(weights, strict=True)
+    return draft.to(device=device, dtype=dtype).eval()
 
 
 def check_fit(draft: DraftConfig, target: TargetConfig, where: str) -> None:

@@ -114,11 +114,10 @@ class Qwen3Target(nn.Module):
             self.lm_head.weight = self.model.embed_tokens.weight
         self.rotary = Rotary(cfg.head_dim, cfg.rope_theta)
 
-    @staticmethod
-    def expected_shapes(cfg: TargetConfig) -> dict[str, tuple[int, ...]]:
-        with torch.device("meta"):
-            shapes = {name: tuple(p.shape) for name, p in Qwen3Target(cfg).state_dict().items()}
-        if cfg.tie_word_embeddings:
+    def expected_shapes(self) -> dict[str, tuple[int, ...]]:
+        """What a checkpoint of this config must hold: every tensor's name and shape (a tied head is not stored)."""
+        shapes = {name: tuple(p.shape) for name, p in self.state_dict().items()}
+        if self.config.tie_word_embeddings:
             shapes.pop("lm_head.weight")
         return shapes
 

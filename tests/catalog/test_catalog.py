@@ -59,7 +59,7 @@ def test_mutation_applies_to_todays_runner(name: str) -> None:
 @pytest.mark.slow
 def test_embedded_default_kills_every_mutation() -> None:
     config = load_config(ROOT)
-    report = run_verify(config, CATALOG, RunOptions(jobs=0, use_cache=False), progress=None)
+    report = run_verify(config, CATALOG, RunOptions(jobs=0, use_cache=False, first_kill=True), progress=None)
     assert not report.failures(), report.failures()
     statuses = {r.name: r for r in report.mutations}
     assert all(r.status is Status.KILLED for r in statuses.values())

@@ -189,3 +189,41 @@ def test_no_arguments_runs_the_embedded_default_of_the_cwd(toy_run, cli, monkeyp
     assert result.exit_code == 1, result.output  # the toy catalog has survivors, stale and hung mutants
     for name in ("add-off-by-one", "sub-hangs", "stale-twice"):
         assert name in result.output
+
+
+def test_first_kill_runs_the_pins_first_stops_at_the_kill_and_keeps_every_verdict(toy_copy, cli, tmp_path) -> None:
+    root = toy_copy()
+    # A second gate reaching add(), listed before the pinned one: the full matrix runs both, first-kill only the pin.
+    (root / "tests" / "gates" / "test_a_first.py").write_text(
+        "import pytest\nfrom toy import arith\n\n\n@pytest.mark.gate\ndef test_add_again():\n"
+        "    assert arith.add(1, 1) == 2\n"
+    )
+    full, fast = tmp_path / "full.json", tmp_path / "fast.json"
+    assert cli("--project", str(root), "--no-cache", "--json", str(full)).exit_code == 1
+    result = cli("--project", str(root), "--no-cache", "--first-kill", "--json", str(fast))
+    assert result.exit_code == 1, result.output
+    full_report, fast_report = read_json(full)[0], read_json(fast)[0]
+    assert {r.name: r.status for r in fast_report.mutations} == {r.name: r.status for r in full_report.mutations}
+    by_name = {r.name: r for r in fast_report.mutations}
+    pin = "tests/gates/test_arith.py::test_add"
+    assert {r.name: r for r in full_report.mutations}["add-off-by-one"].ran == (
+        "tests/gates/test_a_first.py::test_add_again", pin,
+    )  # fmt: skip
+    assert by_name["add-off-by-one"].ran == (pin,) and by_name["add-off-by-one"].killed_by == (pin,)
+    assert fast_report.first_kill and fast_report.vacuous_gates == () and full_report.vacuous_gates
+    assert json.loads(fast.read_text())["settings"]["first_kill"] is True
+
+
+def test_exit_3_when_the_harness_cannot_see_a_failure(toy_copy, cli) -> None:
+    root = toy_copy()
+    # A conftest hook that swallows every AssertionError (a "soft assertions" plugin gone wrong): no kill by
+    # such a harness means anything, so the run must stop before any verdict.
+    (root / "tests" / "gates" / "conftest.py").write_text(
+        "import pytest\n\n\n@pytest.hookimpl(wrapper=True)\ndef pytest_runtest_call(item):\n"
+        "    try:\n        return (yield)\n    except AssertionError:\n        return None\n"
+    )
+    result = cli("--project", str(root), "--no-cache", *KILLED_ONLY)
+    assert result.exit_code == 3, result.output
+    assert "the harness did not see a forced failure in tests/gates/test_arith.py::test_add" in " ".join(
+        result.output.split()
+    )

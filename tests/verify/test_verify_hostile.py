@@ -138,7 +138,7 @@ def _write_project(root: Path, names: list[str], *, flaky: bool = False, jobs: i
     (root / "pyproject.toml").write_text(
         '[tool.pytest.ini_options]\nmarkers = ["gate: a gate"]\n\n[tool.dflash]\n'
         'mutation_modules = ["hostile_mutations"]\ngates = ["tests/gates"]\nsource_roots = ["hostile"]\n'
-        f"jobs = {jobs}\ntimeout_factor = 5.0\ntimeout_min_s = 3.0\npreload = []\nflake_reruns = 2\n"
+        f"jobs = {jobs}\ntimeout_factor = 5.0\ntimeout_min_s = 3.0\npreload = []\nflake_reruns = 3\n"
         'invariant_errors = ["hostile.core.InvariantBroken"]\n'
     )
     return root

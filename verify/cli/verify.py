@@ -71,6 +71,14 @@ def verify(
     all_gates: Annotated[
         bool, typer.Option("--all-gates", help="Run every gate for every mutation, not only the gates reaching it.")
     ] = False,
+    first_kill: Annotated[
+        bool,
+        typer.Option(
+            "--first-kill",
+            help="Stop each mutation's gates at its first kill, once its pinned gates ran (PIT's and Stryker's "
+            "default): much faster, same verdicts; the matrix shows only the gates that ran, no vacuous-gate list.",
+        ),
+    ] = False,
     changed_since: Annotated[
         str | None, typer.Option("--changed-since", metavar="REV", help="Only mutations whose file or gates changed.")
     ] = None,
@@ -119,6 +127,7 @@ def verify(
             shard=Shard.parse(shard) if shard else None,
             names=tuple(mutation or ()),
             use_cache=not no_cache,
+            first_kill=first_kill,
         )
 
         def partial(report: RunReport) -> None:
@@ -144,6 +153,7 @@ def verify(
     settings = {
         "jobs": jobs or config.num_jobs,
         "all_gates": all_gates,
+        "first_kill": first_kill,
         "changed_since": changed_since,
         "shard": shard,
         "mutations": list(mutation or ()),

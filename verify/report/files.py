@@ -100,6 +100,7 @@ def to_json(
         "shard": report.shard,
         "interrupted": report.interrupted,
         "interrupted_by": report.interrupted_by,
+        "first_kill": report.first_kill,
         "baseline": {
             "status": report.baseline.status,
             "gates": [{"id": g.gate_id, "duration_s": g.duration_s} for g in report.baseline.gates],
@@ -145,6 +146,7 @@ def read_report(path: Path) -> tuple[RunReport, dict[str, Detail], RunInfo]:
         flaky_gates=tuple((g["id"], g["what"]) for g in data.get("flaky_gates", ())),
         self_check=data.get("self_check", ""),
         harness_errors=tuple(data.get("harness_errors", ())),
+        first_kill=bool(data.get("first_kill", False)),
     )
     details = {
         m["name"]: Detail(m["bug_class"], m["file"], m.get("diff", "")) for m in data["mutations"] if "file" in m
@@ -213,5 +215,6 @@ def merge(paths: Sequence[Path], allow_partial: bool = False) -> tuple[RunReport
         expected_survivors=tuple(sorted({e for r in reports for e in r.expected_survivors})),
         flaky_gates=tuple(sorted({g for r in reports for g in r.flaky_gates})),
         harness_errors=tuple(e for r in reports for e in r.harness_errors),
+        first_kill=any(r.first_kill for r in reports),
     )
     return merged, details

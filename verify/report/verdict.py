@@ -163,6 +163,7 @@ class RunReport:
     flaky_gates: tuple[tuple[str, str], ...] = ()  # (gate id, what it did on the unmutated tree)
     self_check: str = ""  # "passed", "cached" or "" (merged reports)
     harness_errors: tuple[str, ...] = ()  # trouble outside any one mutation (the user's tree changed, ...)
+    first_kill: bool = False  # each mutant's gates stopped at its first kill: the matrix is not complete
 
     def count(self, status: Status) -> int:
         return sum(1 for r in self.mutations if r.status is status)
@@ -223,8 +224,9 @@ class RunReport:
 
     @property
     def vacuous_gates(self) -> tuple[str, ...]:
-        """Gates no mutant turned red; empty when no mutant ran, since then nothing was tested."""
-        if not any(r.ran for r in self.mutations):
+        """Gates no mutant turned red; empty when no mutant ran, since then nothing was tested, and in a
+        first-kill run, where a gate after the first kill never got its chance."""
+        if self.first_kill or not any(r.ran for r in self.mutations):
             return ()
         flaky = {gate for gate, _ in self.flaky_gates}
         return tuple(g for g, kills in self.gate_kills.items() if kills == 0 and g not in flaky)

@@ -59,9 +59,12 @@ class ResultCache:
         self.enabled = enabled
 
     @staticmethod
-    def key(tree: str, mutation: Mutation, all_gates: bool) -> str:
+    def key(tree: str, mutation: Mutation, all_gates: bool, first_kill: bool = False) -> str:
+        """A first-kill result is keyed apart: it answers a first-kill run, never a full-matrix one (whose
+        result, a superset, may answer both)."""
         record = json.dumps(dataclasses.asdict(mutation), sort_keys=True)
-        return hashlib.sha256(f"{tree}\0{record}\0{all_gates}".encode()).hexdigest()
+        mode = "\0first-kill" if first_kill else ""
+        return hashlib.sha256(f"{tree}\0{record}\0{all_gates}{mode}".encode()).hexdigest()
 
     def _read(self, name: str) -> dict[str, Any] | None:
         path = self.directory / f"{name}.json"

@@ -1,9 +1,10 @@
 """The runs on the unmutated tree that make every verdict trustworthy: the baseline, the harness self-check
 and the pristine re-runs that expose flaky gates.
 
-The baseline runs every gate under coverage.py and times it; a red gate stops the run. The self-check
-proves the harness: a forced failure must turn every gate red by assertion, and every source file served
-unchanged through the import hook must keep every gate green (the second unmutated run). After the
+The baseline runs every gate under coverage.py and times it; a red gate stops the run. The self-check runs
+beside it, in the same batch of children, and proves the harness: a forced failure must turn every gate red
+by assertion, and every source file served unchanged through the import hook must keep every gate green
+(the second unmutated run). After the
 mutations, the gates that turned red are re-run on the pristine tree; one red there is flaky, and its
 kills are not counted. Returns records; never prints.
 """
@@ -15,10 +16,10 @@ from typing import Any, Protocol
 
 from verify.report.verdict import Baseline, GateOutcome, Outcome, baseline_from_dict
 from verify.run import cache as cache_mod
-from verify.run.executor import Executor, Job
+from verify.run.executor import Executor, Job, JobResult
 from verify.run.settings import ProjectConfig, project_files
 
-__all__ = ["BaselineError", "HarnessError", "Progress", "budget", "find_flaky", "run_baseline", "self_check"]
+__all__ = ["BaselineError", "HarnessError", "Progress", "budget", "find_flaky", "run_pristine"]
 
 
 class BaselineError(Exception):
@@ -44,17 +45,48 @@ def _why(outcome: GateOutcome) -> str:
     return f"{outcome.exc_type}: {outcome.message}" if outcome.message else outcome.exc_type
 
 
-def run_baseline(
+def _sources(config: ProjectConfig) -> tuple[tuple[str, str], ...]:
+    """Every source file, to be served unchanged through the import hook (the self-check's no-op mutant)."""
+    return tuple(
+        (rel, (config.root / rel).read_text())
+        for rel in project_files(config)
+        if rel.endswith(".py") and any(rel.startswith(r.rstrip("/") + "/") or rel == r for r in config.source_roots)
+    )
+
+
+def run_pristine(
     ex: Executor, cache: cache_mod.ResultCache, tree: str, progress: Progress
-) -> tuple[Baseline, dict[str, Any], bool]:
-    """(baseline, coverage data, whether it came from the cache)."""
-    progress.phase("baseline", 1)
+) -> tuple[Baseline, dict[str, Any], str]:
+    """The baseline and the harness self-check, side by side in one batch of children (neither needs the
+    other's result to run, only to be judged). Returns (baseline, coverage data, self-check status:
+    "passed" or "cached"); raises BaselineError or HarnessError."""
+    config = ex.config
     cached = cache.get_baseline(tree)
+    checked = cache.get_self_check(tree)
+    jobs = []
+    if cached is None:
+        jobs.append(Job("_baseline", (), config.baseline_timeout_s, measure_coverage=True))
+    if not checked:
+        # Before the baseline is known there is no per-gate budget: each may take as long as a baseline.
+        jobs.append(Job("_forced-fail", (), config.baseline_timeout_s, force_fail=True))
+        jobs.append(Job("_noop", (), config.baseline_timeout_s, _sources(config)))
+    progress.phase("baseline and self-check", max(1, len(jobs)))
+    if not jobs:
+        progress.advance("baseline and self-check (cached)")
+    runs = {run.key: run for run in ex.run(jobs, config.num_jobs, lambda r: progress.advance(r.key.lstrip("_")))}
     if cached is not None:
-        progress.advance("baseline (cached)")
-        return baseline_from_dict(cached["baseline"]), cached["coverage"], True
-    [run] = ex.run([Job("_baseline", (), ex.config.baseline_timeout_s, measure_coverage=True)], 1)
-    progress.advance("baseline")
+        baseline, coverage = baseline_from_dict(cached["baseline"]), cached["coverage"]
+    else:
+        baseline, coverage = _judge_baseline(config, runs["_baseline"], runs.get("_noop"))
+        cache.put_baseline(tree, {"baseline": dataclasses.asdict(baseline), "coverage": coverage})
+    if checked:
+        return baseline, coverage, "cached"
+    _judge_self_check(baseline, runs["_forced-fail"], runs["_noop"])
+    cache.put_self_check(tree)
+    return baseline, coverage, "passed"
+
+
+def _judge_baseline(config: ProjectConfig, run: JobResult, noop: JobResult | None) -> tuple[Baseline, dict[str, Any]]:
     if run.state != "done":
         raise BaselineError(f"baseline {run.state}: {run.reason}")
     if run.collect_errors:
@@ -64,50 +96,45 @@ def run_baseline(
     red = [o for o in ran if o.outcome is not Outcome.PASSED]
     if red:
         state = "not run" if red[0].outcome is Outcome.NOT_RUN else f"red ({red[0].outcome})"
+        again = {o.gate_id: o.outcome for o in noop.outcomes} if noop is not None else {}
+        if again.get(red[0].gate_id) is Outcome.PASSED:  # the two unmutated runs disagree
+            raise BaselineError(
+                f"gate {red[0].gate_id} is flaky: {state} in the baseline ({_why(red[0])}), green on a second "
+                "unmutated run"
+            )
         raise BaselineError(f"gate {red[0].gate_id} is {state} on unmutated code ({_why(red[0])})")
     baseline = Baseline("green", tuple(ran))
     if not baseline.gates:
-        config = ex.config
         raise BaselineError(
             f"no gate selected: no test under {', '.join(config.gates)} carries the pytest marker "
             f"{config.gate_marker!r} ([tool.dflash] gates and gate_marker; pytest exit {run.pytest_exit})"
         )
-    coverage = run.coverage or {}
-    cache.put_baseline(tree, {"baseline": dataclasses.asdict(baseline), "coverage": coverage})
-    return baseline, coverage, False
+    return baseline, run.coverage or {}
 
 
-def self_check(ex: Executor, baseline: Baseline, cache: cache_mod.ResultCache, tree: str, progress: Progress) -> str:
-    """Forced failure must be seen on every gate; unchanged code served by the hook must stay green.
-    Returns "passed" or "cached"; raises HarnessError or BaselineError."""
-    if cache.get_self_check(tree):
-        progress.phase("self-check", 1)
-        progress.advance("self-check (cached)")
-        return "cached"
-    progress.phase("self-check", 2)
-    config, gate_ids = ex.config, baseline.gate_ids
-    timeout = budget(config, baseline, gate_ids)
-    sources = tuple(
-        (rel, (config.root / rel).read_text())
-        for rel in project_files(config)
-        if rel.endswith(".py") and any(rel.startswith(r.rstrip("/") + "/") or rel == r for r in config.source_roots)
-    )
-    jobs = [Job("_forced-fail", gate_ids, timeout, force_fail=True), Job("_noop", gate_ids, timeout, sources)]
-    forced, noop = ex.run(jobs, config.num_jobs, lambda r: progress.advance(r.key.lstrip("_")))
+def _judge_self_check(baseline: Baseline, forced: JobResult, noop: JobResult) -> None:
+    """A forced failure must be seen on every baseline gate; unchanged code served by the hook must keep
+    every baseline gate green (the second unmutated run, which also catches a gate flaky on its 2nd run)."""
     for run in (forced, noop):
         if run.state != "done":
             raise HarnessError(f"self-check {run.key.lstrip('_')} {run.state}: {run.reason}")
-    unseen = [o.gate_id for o in forced.outcomes if o.outcome is not Outcome.ASSERTION]
-    if unseen or len(forced.outcomes) != len(gate_ids):
-        raise HarnessError(f"the harness did not see a forced failure in {', '.join(unseen) or 'some gates'}")
-    red = [o for o in noop.outcomes if o.outcome is not Outcome.PASSED]
-    if red:
-        raise BaselineError(
-            f"gate {red[0].gate_id} is flaky: green in the baseline, {red[0].outcome} ({_why(red[0])}) on a second "
-            "unmutated run"
+    seen = {o.gate_id for o in forced.outcomes if o.outcome is Outcome.ASSERTION}
+    unseen = [g for g in baseline.gate_ids if g not in seen]
+    if unseen:
+        raise HarnessError(
+            f"the harness did not see a forced failure in {', '.join(unseen[:3])}"
+            + (f" and {len(unseen) - 3} more" if len(unseen) > 3 else "")
+            + " (a plugin or conftest hook that turns failures into passes or skips?)"
         )
-    cache.put_self_check(tree)
-    return "passed"
+    missing = GateOutcome("", Outcome.NOT_RUN, 0.0, "NotRun", "it never ran")
+    outcomes = {o.gate_id: o for o in noop.outcomes}
+    for gate_id in baseline.gate_ids:
+        outcome = outcomes.get(gate_id, missing)
+        if outcome.outcome is not Outcome.PASSED:
+            raise BaselineError(
+                f"gate {gate_id} is flaky: green in the baseline, {outcome.outcome} ({_why(outcome)}) on a second "
+                "unmutated run"
+            )
 
 
 def find_flaky(

@@ -94,7 +94,7 @@ def run_child(config: ProjectConfig, job: Any, pristine: Path, paths: JobPaths) 
     finder = MutantFinder([private / rel for rel in config.import_paths], config.source_packages, overrides)
     sys.meta_path.insert(0, finder)
     cov = coverage_map.start(private, config.source_roots) if job.measure_coverage else None
-    recorder = Recorder(paths.journal, config.invariant_errors, cov, job.force_fail)
+    recorder = Recorder(paths.journal, config.invariant_errors, cov, job.force_fail, job.stop_after)
     args = [*(job.gate_ids or config.gates), "-m", config.gate_marker, "-p", "no:cacheprovider", "-q"]
     args += ["--rootdir", str(private)]
     exit_code = pytest.main(args, plugins=[recorder])

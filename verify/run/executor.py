@@ -49,6 +49,8 @@ class Job:
     overrides: tuple[tuple[str, str], ...] = ()  # (file relative to root, text served instead)
     measure_coverage: bool = False
     force_fail: bool = False
+    # First-kill mode: stop once a gate's own check fired and these gates have run; None runs every gate.
+    stop_after: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +235,7 @@ class Executor:
 
     def _collect(self, entry: _Running, exit_code: int | None, elapsed: float) -> JobResult:
         job, paths = entry.job, entry.paths
-        started, finished = _read_journal(paths.journal)
+        started, finished, stopped = _read_journal(paths.journal)
         data = json.loads(paths.result.read_text()) if exit_code == 0 and paths.result.is_file() else {}
         if exit_code is None:
             state, why = "timeout", f"still running after {entry.budget_s:.1f}s (budget {job.timeout_s:.1f}s x load)"
@@ -253,8 +255,8 @@ class Executor:
         outcomes += [_replace_id(running_outcome, g) for g in in_progress]
         seen = set(finished) | set(in_progress)
         for gate_id in job.gate_ids:
-            if gate_id in seen:
-                continue
+            if gate_id in seen or (stopped and state == "done"):
+                continue  # first-kill mode: gates after the kill were left out on purpose
             broken = [why for node, why in collect_errors if gate_id.startswith(node.rstrip(":") + "::")]
             if broken:  # every child starts pristine, so only the mutant can break a gate's import
                 outcomes.append(GateOutcome(gate_id, Outcome.EXCEPTION, 0.0, "CollectError", broken[0]))
@@ -272,11 +274,13 @@ def _replace_id(outcome: GateOutcome, gate_id: str) -> GateOutcome:
     return GateOutcome(gate_id, outcome.outcome, outcome.duration_s, outcome.exc_type, outcome.message)
 
 
-def _read_journal(path: Path) -> tuple[list[str], dict[str, GateOutcome]]:
+def _read_journal(path: Path) -> tuple[list[str], dict[str, GateOutcome], bool]:
+    """(gates started, gates finished, whether the child stopped on purpose at a first kill)."""
     started: list[str] = []
     finished: dict[str, GateOutcome] = {}
+    stopped = False
     if not path.is_file():
-        return started, finished
+        return started, finished, stopped
     for line in path.read_text(errors="replace").splitlines():
         try:
             record = json.loads(line)
@@ -284,9 +288,11 @@ def _read_journal(path: Path) -> tuple[list[str], dict[str, GateOutcome]]:
             continue  # a line cut short by a kill
         if "started" in record:
             started.append(record["started"])
+        elif "stopped" in record:
+            stopped = True
         else:
             finished[record["gate_id"]] = GateOutcome(
                 record["gate_id"], Outcome(record["outcome"]), record["duration_s"], record["exc_type"],
                 record["message"],
             )  # fmt: skip
-    return started, finished
+    return started, finished, stopped

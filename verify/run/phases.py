@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from verify.mutation import Mutation
-from verify.report.verdict import Baseline, MutationResult, Outcome, RunReport, Status
+from verify.report.verdict import Baseline, MutationResult, Outcome, RunReport, Status, matches_gate
 from verify.run import cache as cache_mod
 from verify.run.apply import Applied, Stale, apply_mutation
-from verify.run.checks import BaselineError, HarnessError, Progress, budget, find_flaky, run_baseline, self_check
+from verify.run.checks import BaselineError, HarnessError, Progress, budget, find_flaky, run_pristine
 from verify.run.coverage_map import CoverageMap, anchor_lines
 from verify.run.executor import Executor, Job, JobResult, interrupt_signal, signals_as_interrupts
 from verify.run.judge import needs_second_attempt, resolve, verdict
@@ -92,6 +92,7 @@ class _Run:
             flaky_gates=tuple(sorted(self.flaky.items())),
             self_check=self.self_check,
             harness_errors=self.harness_errors,
+            first_kill=self.options.first_kill,
         )
 
 
@@ -99,7 +100,8 @@ def _plan(run: _Run, coverage: CoverageMap, tree: str, changed: set[str] | None)
     planned = []
     baseline, options = run.baseline, run.options
     for mutation in run.chosen:
-        key = run.cache.key(tree, mutation, options.all_gates)
+        key = run.cache.key(tree, mutation, options.all_gates, options.first_kill)
+        full_key = run.cache.key(tree, mutation, options.all_gates)
         applied = apply_mutation(mutation, run.config.root)
         if isinstance(applied, Stale):
             run.add(MutationResult(mutation.name, Status.STALE, reason=applied.reason))
@@ -116,13 +118,30 @@ def _plan(run: _Run, coverage: CoverageMap, tree: str, changed: set[str] | None)
             run.add(MutationResult(mutation.name, Status.SKIPPED, reason=reason))
         elif not gate_ids:
             run.add(MutationResult(mutation.name, Status.SURVIVED, reason="no gate reaches the mutated lines"), key)
-        elif (hit := run.cache.get(key)) is not None:
+        elif (hit := run.cache.get(key) or run.cache.get(full_key)) is not None:
             run.add(hit)
         else:
             timeout = budget(run.config, baseline, gate_ids)
+            if options.first_kill:
+                gate_ids = _kill_order(gate_ids, mutation.expect_killed_by, baseline)
             planned.append(_Planned(mutation, applied, key, gate_ids, timeout))
     # The slowest first: a long mutant started last would leave every other worker idle at the end.
     return sorted(planned, key=lambda p: -p.timeout_s)
+
+
+def _kill_order(gate_ids: tuple[str, ...], pins: tuple[str, ...], baseline: Baseline) -> tuple[str, ...]:
+    """First-kill order: the pinned gates (each must run, so a lost pin is still seen), then the rest from the
+    fastest to the slowest, so the first kill comes as cheaply as it can."""
+    seconds = {o.gate_id: o.duration_s for o in baseline.gates}
+    pinned = [g for g in gate_ids if any(matches_gate(g, pin) for pin in pins)]
+    rest = sorted((g for g in gate_ids if g not in pinned), key=lambda g: seconds.get(g, 0.0))
+    return (*pinned, *rest)
+
+
+def _stop_after(run: _Run, item: _Planned) -> tuple[str, ...] | None:
+    if not run.options.first_kill:
+        return None
+    return tuple(g for g in item.gate_ids if any(matches_gate(g, p) for p in item.mutation.expect_killed_by))
 
 
 def _judge(run: _Run, item: _Planned, second: JobResult | None) -> MutationResult:
@@ -132,7 +151,9 @@ def _judge(run: _Run, item: _Planned, second: JobResult | None) -> MutationResul
     duration = item.first.duration_s + (second.duration_s if second else 0.0)
     never = item.applied.file if item.applied.file not in loaded else ""
     flaky = frozenset(run.flaky)
-    return verdict(item.mutation.name, outcomes, item.gate_ids, duration, 2 if second else 1, flaky, never)
+    # First-kill mode: the gates that ran are those with an outcome (the rest were skipped after the kill).
+    ran = tuple(o.gate_id for o in outcomes) if run.options.first_kill else item.gate_ids
+    return verdict(item.mutation.name, outcomes, ran, duration, 2 if second else 1, flaky, never)
 
 
 def _mutations(run: _Run, ex: Executor, planned: list[_Planned], progress: Progress) -> None:
@@ -150,8 +171,12 @@ def _mutations(run: _Run, ex: Executor, planned: list[_Planned], progress: Progr
             run.add(_judge(run, item, None), item.key)
 
     progress.phase("mutations", len(planned))
-    ex.run([Job(p.mutation.name, p.gate_ids, p.timeout_s, ((p.applied.file, p.applied.mutated),)) for p in planned],
-           num_jobs, first_done)  # fmt: skip
+    jobs = [
+        Job(p.mutation.name, p.gate_ids, p.timeout_s, ((p.applied.file, p.applied.mutated),),
+            stop_after=_stop_after(run, p))
+        for p in planned
+    ]  # fmt: skip
+    ex.run(jobs, num_jobs, first_done)
     if not again:
         return
 
@@ -166,7 +191,8 @@ def _mutations(run: _Run, ex: Executor, planned: list[_Planned], progress: Progr
         assert item.first is not None
         hung = any(o.outcome is Outcome.TIMEOUT for o in item.first.outcomes)
         timeout = item.timeout_s * (2 if hung else 1)
-        jobs.append(Job(item.mutation.name, item.gate_ids, timeout, ((item.applied.file, item.applied.mutated),)))
+        mutated = ((item.applied.file, item.applied.mutated),)
+        jobs.append(Job(item.mutation.name, item.gate_ids, timeout, mutated, stop_after=_stop_after(run, item)))
     ex.run(jobs, num_jobs, second_done)
 
 
@@ -200,9 +226,8 @@ def run_verify(
     tree = cache_mod.tree_digest(config)
     run = _Run(config, chosen, options, cache, on_report or (lambda report: None))
     with signals_as_interrupts(), Executor(config) as ex:
-        run.baseline, coverage, _ = run_baseline(ex, cache, tree, progress)
+        run.baseline, coverage, run.self_check = run_pristine(ex, cache, tree, progress)
         check_sources_imported(config, coverage)  # a layout the copy cannot import is an error, not survivals
-        run.self_check = self_check(ex, run.baseline, cache, tree, progress)
         coverage_map = CoverageMap.from_json(coverage, run.baseline.gate_ids)
         planned = _plan(run, coverage_map, tree, changed)
         try:

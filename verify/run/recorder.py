@@ -5,7 +5,8 @@ pytest.raises' "DID NOT RAISE") is its refusal; an exception whose type (or a ba
 declares in `invariant_errors` is a named invariant; anything else is an exception. A gate that is skipped
 or never finishes is not-run. Each finished gate is appended to a JSON-lines journal at once, and each
 gate's start is journalled too, so the parent knows what finished and what was running when a child hangs,
-dies or is killed. It optionally switches coverage.py's dynamic context per test, and can force every gate
+dies or is killed. In first-kill mode it ends the session once a gate's own check fired and every gate it
+must run has finished. It optionally switches coverage.py's dynamic context per test, and can force every gate
 red for the harness self-check. It knows nothing of mutations or forking.
 """
 
@@ -50,11 +51,17 @@ class Recorder:
         invariant_errors: Sequence[str] = (),
         coverage: Any = None,
         force_fail: bool = False,
+        stop_after: tuple[str, ...] | None = None,
     ) -> None:
         self.journal = journal
         self.invariant_errors = tuple(invariant_errors)
         self.coverage = coverage  # a started coverage.Coverage, or None
         self.force_fail = force_fail
+        # First-kill mode: once these gates have finished and some gate's own check fired, the rest of the
+        # session is skipped (None: run every gate, the full matrix).
+        self.stop_after = stop_after
+        self._session: pytest.Session | None = None
+        self._killed = False
         self._red: dict[str, tuple[Outcome, str, str]] = {}
         self._duration: dict[str, float] = {}
         self._done: set[str] = set()
@@ -102,13 +109,16 @@ class Recorder:
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, Any, Any]:
         return (yield from self._guard())
 
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self._session = session
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
-        result = yield from self._guard()
         if self.force_fail:
-            # Raised after the body, from inside the call phase: the report sees a genuine failure.
+            # Raised from inside the call phase, after the gate's fixtures were set up: the report sees a
+            # genuine call-phase failure, exactly as a gate's own assertion would look (its body adds nothing).
             raise AssertionError("dflash-verify harness self-check: forced failure")
-        return result
+        return (yield from self._guard())
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
@@ -148,6 +158,12 @@ class Recorder:
             {"gate_id": gate_id, "outcome": str(outcome), "duration_s": duration, "exc_type": exc_type,
              "message": message}
         )  # fmt: skip
+        self._killed = self._killed or outcome.is_check
+        if self.stop_after is not None and self._killed and set(self.stop_after) <= self._done:
+            if self._session is not None and not self._session.shouldstop:
+                # Journalled first, so the parent reads the gates never started as skipped on purpose.
+                self._write({"stopped": gate_id})
+                self._session.shouldstop = "dflash-verify: first kill"
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:

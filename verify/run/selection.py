@@ -46,6 +46,9 @@ class RunOptions:
     shard: Shard | None = None
     names: tuple[str, ...] = ()  # only these mutations; () means all
     use_cache: bool = True
+    # Stop each mutant's gates at its first kill, once its pinned gates have run (PIT's and Stryker's
+    # default); the matrix then shows only the gates that ran. False: every reaching gate, the full matrix.
+    first_kill: bool = False
 
 
 def select(mutations: Mapping[str, Mutation], options: RunOptions, config: ProjectConfig) -> list[Mutation]:

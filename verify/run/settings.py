@@ -50,8 +50,9 @@ class ProjectConfig:
     # a gate red by one of these (or a subclass) "caught" the bug rather than crashed on it.
     invariant_errors: tuple[str, ...] = ("runner.errors.RunnerError",)
     # Pristine re-runs, after the mutations, of every gate that turned red: a gate red on the unmutated tree
-    # in any of them is flaky and its kills do not count.
-    flake_reruns: int = 2
+    # in any of them is flaky and its kills do not count. Three in a row catch any gate that fails one run in
+    # three or more often; one failing at random with probability p escapes with (1 - p) ** 3.
+    flake_reruns: int = 3
 
     def __post_init__(self) -> None:
         for name in ("mutation_modules", "gates", "source_roots", "preload", "invariant_errors"):
