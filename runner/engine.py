@@ -291,6 +291,6 @@ class Engine:
                         positions=(start, start + sizes[row] - 1),
                         store_len_before=store_before[row],
                         store_len_after=self.rows.store_lens[row],
-                        num_pending_after=produced,
+                        num_pending_after=0 if self.rows.pending[row] is None else len(self.rows.pending[row]),
                     )
                 )

@@ -102,6 +102,8 @@ def test_trace_shows_the_invariant_held(agreeing_pair, draft_attention: str) -> 
             assert record.positions[0] == committed
             assert record.store_len_before == store_len
             assert record.store_len_after == committed  # the draft stored all context up to the anchor
+            # Read from the row's pending rows after the step, not from `produced`: the committed tokens' features
+            # are exactly what the next draft will read beyond its store.
             assert record.store_len_after + record.num_pending_after == committed + record.produced
             assert record.produced == record.accepted + 1 or record is records[-1]
             committed += record.produced

@@ -15,27 +15,28 @@ import pytest
 from typer.testing import CliRunner
 
 from verify.cli.sweep import sweep_app
+from verify.report.verdict import Status
 from verify.run.apply import Applied, apply_mutation
 from verify.run.settings import load_config, load_mutations
 from verify.sweep.driver import SweepConfig, run_sweep
 from verify.sweep.report import result_from_json
-from verify.sweep.result import DecoratedFunction, MutantStatus, SweepOutcome
+from verify.sweep.result import NO_TESTS, NOT_CHECKED, DecoratedFunction, SweepOutcome
 from verify.sweep.undecorate import undecorate
 
 MODULE = "toyrunner/accept.py"
 SURVIVOR = "toyrunner.accept.x_bonus_len__mutmut_2"
 # What the toy's gates make of every operator mutant mutmut 3.8.1 generates for toyrunner/accept.py.
 EXPECTED = {
-    **{f"toyrunner.accept.x_num_accepted__mutmut_{n}": MutantStatus.KILLED for n in range(1, 7)},
-    "toyrunner.accept.x_bonus_len__mutmut_1": MutantStatus.KILLED,  # `- 1`: bonus_len(2) > 2 fails
-    SURVIVOR: MutantStatus.SURVIVED,  # `+ 2`: the gate only checks "> 2"
-    "toyrunner.accept.x_scale__mutmut_1": MutantStatus.IGNORED,  # `x / 1`, marked in equivalents.toml
-    "toyrunner.accept.x_scale__mutmut_2": MutantStatus.KILLED,  # `x * 2`
-    "toyrunner.accept.x_untested__mutmut_1": MutantStatus.NO_TESTS,
-    "toyrunner.accept.x_untested__mutmut_2": MutantStatus.NO_TESTS,
+    **{f"toyrunner.accept.x_num_accepted__mutmut_{n}": Status.KILLED for n in range(1, 7)},
+    "toyrunner.accept.x_bonus_len__mutmut_1": Status.KILLED,  # `- 1`: bonus_len(2) > 2 fails
+    SURVIVOR: Status.SURVIVED,  # `+ 2`: the gate only checks "> 2"
+    "toyrunner.accept.x_scale__mutmut_1": Status.EQUIVALENT,  # `x / 1`, marked in equivalents.toml
+    "toyrunner.accept.x_scale__mutmut_2": Status.KILLED,  # `x * 2`
+    "toyrunner.accept.x_untested__mutmut_1": NO_TESTS,
+    "toyrunner.accept.x_untested__mutmut_2": NO_TESTS,
     # Under @functools.cache: reached because the sweep's copy spells the decorator as an assignment.
-    "toyrunner.accept.x_cached__mutmut_1": MutantStatus.KILLED,
-    "toyrunner.accept.x_cached__mutmut_2": MutantStatus.KILLED,
+    "toyrunner.accept.x_cached__mutmut_1": Status.KILLED,
+    "toyrunner.accept.x_cached__mutmut_2": Status.KILLED,
 }
 
 
@@ -46,14 +47,17 @@ def _saved(swept):
 def test_sweep_gives_exactly_the_known_verdicts(swept) -> None:
     result = _saved(swept)
     assert result.outcome is SweepOutcome.COMPLETE, result.message
-    assert {m.key: m.status for m in result.mutants} == EXPECTED
+    assert {m.key: m.label for m in result.mutants} == EXPECTED
+    # One verdict model with `dflash verify`: a no-tests mutant is a survivor (scored against), as there.
+    assert {m.status for m in result.mutants if m.label == NO_TESTS} == {Status.SURVIVED}
     # The red gpu-marked gate was deselected, or mutmut's clean run would have failed (exit 3).
     assert swept.exit_code == 1, swept.output  # a survivor is under the default --fail-under 1.0
     assert result.decorated == ()  # nothing left unmutated
     assert result.undecorated == (DecoratedFunction(MODULE, "cached", ("functools.cache",)),)
     assert result.count_in(result.undecorated) == 2
     assert "1 decorated function reached: 2 mutants in cached (@functools.cache)" in " ".join(swept.output.split())
-    assert result.count(MutantStatus.KILLED) / result.num_scored == pytest.approx(result.score)
+    assert result.count(Status.KILLED) / result.num_scored == pytest.approx(result.score)
+    assert result.num_scored == len(EXPECTED) - 1  # every mutant but the equivalent one
 
 
 def test_survivor_carries_its_diff_and_anchor(swept) -> None:
@@ -113,7 +117,7 @@ def test_budget_stops_cleanly_and_reports_what_was_reached(toy: Path, digest) ->
     result = run_sweep(SweepConfig(root=root, paths=("toyrunner",), jobs=1, budget_s=0.5))
     assert result.outcome is SweepOutcome.BUDGET
     assert "the time budget ran out" in result.message
-    assert all(m.status in (MutantStatus.NOT_CHECKED, *EXPECTED.values()) for m in result.mutants)
+    assert all(m.label in (NOT_CHECKED, *EXPECTED.values()) for m in result.mutants)
     assert digest(root) == before
 
 

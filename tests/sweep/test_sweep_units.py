@@ -12,12 +12,13 @@ from typer.testing import CliRunner
 
 from verify.cli.sweep import sweep_app
 from verify.mutation import Mutation
+from verify.report.verdict import Status
 from verify.sweep import equivalents
 from verify.sweep import mutmut_run as sweep_mutmut
 from verify.sweep import source as sweep_source
 from verify.sweep.driver import SweepInputError, parse_budget, resolve_modules
 from verify.sweep.report import result_from_json, summarise, to_json, write_json
-from verify.sweep.result import MutantStatus, SweepMutant, SweepOutcome, SweepResult
+from verify.sweep.result import NO_TESTS, NOT_CHECKED, SweepMutant, SweepOutcome, SweepResult
 from verify.sweep.undecorate import PREFIX, undecorate
 
 
@@ -39,21 +40,22 @@ def test_bad_budget_is_a_named_error(text: str) -> None:
 @pytest.mark.parametrize(
     ("exit_code", "status"),
     [
-        (0, MutantStatus.SURVIVED),
-        (1, MutantStatus.KILLED),
-        (2, MutantStatus.ERROR),  # pytest interrupted: never a kill
-        (3, MutantStatus.ERROR),  # pytest internal error
-        (4, MutantStatus.ERROR),  # pytest usage error
-        (33, MutantStatus.NO_TESTS),
-        (36, MutantStatus.TIMEOUT),
-        (-24, MutantStatus.TIMEOUT),
-        (-11, MutantStatus.CRASHED),
-        (None, MutantStatus.NOT_CHECKED),
-        (99, MutantStatus.SUSPICIOUS),
+        (0, (Status.SURVIVED, "survived")),
+        (1, (Status.KILLED, "killed")),
+        (2, (Status.ERROR, "pytest interrupted")),  # never a kill
+        (3, (Status.ERROR, "pytest internal error")),
+        (4, (Status.ERROR, "pytest usage error")),
+        (33, (Status.SURVIVED, NO_TESTS)),  # scored against, as `dflash verify` scores an unreached mutation
+        (36, (Status.TIMEOUT, "timeout")),
+        (-24, (Status.TIMEOUT, "timeout")),
+        (-11, (Status.CRASHED, "segfault")),
+        (37, (Status.STALE, "caught by type check")),
+        (None, (Status.SKIPPED, NOT_CHECKED)),
+        (99, (Status.ERROR, "suspicious")),  # an exit code mutmut cannot classify: no verdict
     ],
 )
-def test_mutmut_exit_codes(exit_code: int | None, status: MutantStatus) -> None:
-    assert sweep_mutmut.status_of(exit_code) is status
+def test_mutmut_exit_codes(exit_code: int | None, status: tuple[Status, str]) -> None:
+    assert sweep_mutmut.status_of(exit_code) == status
 
 
 @pytest.mark.parametrize(
@@ -169,7 +171,7 @@ def test_decorated_functions_are_counted_as_mutmut_skips_them() -> None:
     ]
 
 
-def _mutant(key: str, status: MutantStatus, function: str = "f", **extra: str) -> SweepMutant:
+def _mutant(key: str, status: Status, function: str = "f", **extra: str) -> SweepMutant:
     return SweepMutant(key, "runner/m.py", function, status, **extra)  # type: ignore[arg-type]
 
 
@@ -181,12 +183,12 @@ def test_equivalents_excuse_only_survivors(tmp_path: Path) -> None:
     )
     marks = equivalents.load(path)
     mutants = [
-        _mutant("k1", MutantStatus.SURVIVED, original="return a + 0", mutated="return a - 0"),
-        _mutant("k2", MutantStatus.SURVIVED, original="return a + 0", mutated="return a + 1"),
-        _mutant("k3", MutantStatus.KILLED),
+        _mutant("k1", Status.SURVIVED, original="return a + 0", mutated="return a - 0"),
+        _mutant("k2", Status.SURVIVED, original="return a + 0", mutated="return a + 1"),
+        _mutant("k3", Status.KILLED),
     ]
     statuses = [(m.status, m.reason) for m in equivalents.apply(mutants, marks)]
-    assert statuses == [(MutantStatus.IGNORED, "adding zero"), (MutantStatus.SURVIVED, ""), (MutantStatus.KILLED, "")]
+    assert statuses == [(Status.EQUIVALENT, "adding zero"), (Status.SURVIVED, ""), (Status.KILLED, "")]
     block = equivalents.entry_toml(mutants[1], reason='quotes " too')
     assert equivalents.Equivalent(**tomllib.loads(block)["equivalent"][0]).matches(mutants[1])
 
@@ -197,8 +199,8 @@ def test_uncovered_entries_say_what_another_machine_would_see(tmp_path: Path) ->
         '[[uncovered]]\nmutant = "k1"\nreason = "CPU only here"\nobservation = "a device mismatch on CUDA"\n'
     )
     marks = equivalents.load(path)
-    [marked] = equivalents.apply([_mutant("k1", MutantStatus.SURVIVED)], marks)
-    assert marked.status is MutantStatus.UNCOVERED
+    [marked] = equivalents.apply([_mutant("k1", Status.SURVIVED)], marks)
+    assert marked.status is Status.UNCOVERED
     assert marked.reason == "CPU only here; elsewhere: a device mismatch on CUDA"
     path.write_text('[[uncovered]]\nmutant = "k1"\nreason = "CPU only here"\n')
     with pytest.raises(equivalents.EquivalentsError, match="observation"):
@@ -232,8 +234,8 @@ def test_functions_are_grouped_and_mapped_to_registered_mutations(tmp_path: Path
     (tmp_path / "runner").mkdir()
     (tmp_path / "runner/m.py").write_text("def f(a):\n    return a + 1\n\n\ndef g(a):\n    return a * 2\n")
     catalog = {"g-doubles": Mutation("g-doubles", "bug", "runner/m.py", "a * 2", "a * 3")}
-    survivors = tuple(_mutant(f"runner.m.x_f__mutmut_{n}", MutantStatus.SURVIVED) for n in range(9))
-    mutants = (*survivors, _mutant("runner.m.x_g__mutmut_1", MutantStatus.SURVIVED, "g"))
+    survivors = tuple(_mutant(f"runner.m.x_f__mutmut_{n}", Status.SURVIVED) for n in range(9))
+    mutants = (*survivors, _mutant("runner.m.x_g__mutmut_1", Status.SURVIVED, "g"))
     (module,) = summarise(_result(tmp_path, mutants), catalog)
     assert [f.headline for f in module.functions] == [
         "f has 9 surviving operator mutants and no registered mutation",
@@ -260,10 +262,10 @@ def test_bad_input_exits_2_with_a_named_error(toy: Path, args: list[str], messag
     state = toy.parent / "state.json"
     mutants = (
         SweepMutant(
-            "toyrunner.accept.x_bonus_len__mutmut_2", "toyrunner/accept.py", "bonus_len", MutantStatus.SURVIVED,
+            "toyrunner.accept.x_bonus_len__mutmut_2", "toyrunner/accept.py", "bonus_len", Status.SURVIVED,
             anchor="    return num_accepted + 1", replacement="    return num_accepted + 2",
         ),
-        SweepMutant("toyrunner.accept.x_killed__mutmut_1", "toyrunner/accept.py", "killed", MutantStatus.KILLED),
+        SweepMutant("toyrunner.accept.x_killed__mutmut_1", "toyrunner/accept.py", "killed", Status.KILLED),
     )  # fmt: skip
     write_json(state, _result(toy, mutants), {})
     done = CliRunner().invoke(sweep_app, [*args, "--root", str(toy), "--state", str(state)])
@@ -273,7 +275,7 @@ def test_bad_input_exits_2_with_a_named_error(toy: Path, args: list[str], messag
 
 def test_json_carries_a_verify_report_beside_the_sweep(tmp_path: Path) -> None:
     verify_report = {"schema": "dflash-verify/1", "mutations": [{"name": "m", "status": "killed"}], "score": 1.0}
-    result = _result(tmp_path, (_mutant("runner.m.x_f__mutmut_1", MutantStatus.SURVIVED),))
+    result = _result(tmp_path, (_mutant("runner.m.x_f__mutmut_1", Status.SURVIVED),))
     data = to_json(result, {}, verify_report)
     assert data["mutations"] == verify_report["mutations"] and data["score"] == 1.0
     assert data["sweep"]["counts"] == {"survived": 1} and data["sweep"]["score"] == 0.0
@@ -354,3 +356,35 @@ def test_the_examples_decorated_generate_is_reached() -> None:
     text, reached = undecorate(source)
     assert reached == ("SpecEngine.generate",)  # a lone @classmethod is mutmut's own business
     assert "generate = _dflash_decorators_" in text and "@torch.inference_mode()" not in text
+
+
+def test_sweep_scores_and_reads_back_as_dflash_verify_does(tmp_path: Path) -> None:
+    mutants = (
+        _mutant("runner.m.x_f__mutmut_1", Status.KILLED),
+        _mutant("runner.m.x_f__mutmut_2", Status.SURVIVED, mutmut=NO_TESTS),
+        _mutant("runner.m.x_f__mutmut_3", Status.ERROR, mutmut="suspicious"),  # no verdict: outside the score
+        _mutant("runner.m.x_f__mutmut_4", Status.SKIPPED, mutmut=NOT_CHECKED),
+    )
+    result = _result(tmp_path, mutants)
+    assert result.score == 0.5 and result.num_scored == 2 and result.num_checked == 3
+    assert [m.label for m in mutants] == ["killed", NO_TESTS, "error", NOT_CHECKED]
+    assert result_from_json(to_json(result, {})) == result
+    # A sweep saved before the statuses were unified (mutmut's own words) still reads back, for `promote`.
+    legacy = to_json(result, {})
+    legacy["sweep"]["mutants"][1]["status"] = "no_tests"
+    legacy["sweep"]["mutants"][1].pop("mutmut")
+    legacy["sweep"]["mutants"][3]["status"] = "not_checked"
+    assert result_from_json(legacy) == result
+
+
+def test_a_mutant_without_a_verdict_exits_4_as_in_dflash_verify(toy: Path, monkeypatch) -> None:
+    import verify.sweep.driver as driver
+
+    mutants = (
+        _mutant("toyrunner.accept.x_f__mutmut_1", Status.KILLED),
+        _mutant("toyrunner.accept.x_f__mutmut_2", Status.ERROR, mutmut="pytest interrupted"),
+    )
+    monkeypatch.setattr(driver, "run_sweep", lambda config, on_progress=None: _result(toy, mutants))
+    done = CliRunner().invoke(sweep_app, ["--root", str(toy), "--state", str(toy.parent / "s.json")])
+    assert done.exit_code == 4, done.output  # score 1.0 over the one scored mutant, but one got no verdict
+    assert "1 killed" in done.output and "1 error" in done.output

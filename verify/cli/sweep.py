@@ -2,7 +2,8 @@
 
 mutmut, libcst and rich load inside the commands, never at `dflash --help`. Exit codes: 0 the score reached
 --fail-under; 1 it did not (or the sweep was interrupted); 2 bad input; 3 mutmut could not run the gates (a red
-clean run, an unseen forced failure).
+clean run, an unseen forced failure); 4 some mutant got no verdict (pytest interrupted or failed internally, an
+exit code mutmut cannot classify), as in `dflash verify`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-EXIT_FAIL, EXIT_INPUT, EXIT_HARNESS = 1, 2, 3
+EXIT_FAIL, EXIT_INPUT, EXIT_HARNESS, EXIT_NO_VERDICT = 1, 2, 3, 4
 
 
 class _SweepGroup(TyperGroup):
@@ -141,6 +142,8 @@ def sweep(
         raise typer.Exit(EXIT_HARNESS)
     if result.outcome == SweepOutcome.INTERRUPTED or result.score < fail_under:
         raise typer.Exit(EXIT_FAIL)
+    if result.count("error"):  # as `dflash verify`: a mutant with no verdict is outside the score, never a pass
+        raise typer.Exit(EXIT_NO_VERDICT)
 
 
 @sweep_app.command()

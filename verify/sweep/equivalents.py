@@ -16,7 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from verify.sweep.result import MutantStatus, SweepMutant
+from verify.report.verdict import Status
+from verify.sweep.result import SweepMutant
 
 DEFAULT_PATH = Path("mutations/equivalents.toml")
 
@@ -89,17 +90,17 @@ def load(path: Path) -> tuple[Equivalent, ...]:
 
 
 def apply(mutants: Iterable[SweepMutant], equivalents: tuple[Equivalent, ...]) -> tuple[SweepMutant, ...]:
-    """Survivors an entry matches become IGNORED (equivalent) or UNCOVERED with its reason; every other verdict
+    """Survivors an entry matches become EQUIVALENT or UNCOVERED with its reason; every other verdict
     stands, since a mutant a gate kills is not equivalent whatever the file says."""
     marked = []
     for mutant in mutants:
         entry = next((eq for eq in equivalents if eq.matches(mutant)), None)
-        if entry is not None and mutant.status == MutantStatus.SURVIVED:
+        if entry is not None and mutant.label == Status.SURVIVED:
             if entry.kind == "uncovered":
                 why = f"{entry.reason.strip()}; elsewhere: {entry.observation.strip()}"
-                mutant = replace(mutant, status=MutantStatus.UNCOVERED, reason=why)
+                mutant = replace(mutant, status=Status.UNCOVERED, reason=why)
             else:
-                mutant = replace(mutant, status=MutantStatus.IGNORED, reason=entry.reason.strip())
+                mutant = replace(mutant, status=Status.EQUIVALENT, reason=entry.reason.strip())
         marked.append(mutant)
     return tuple(marked)
 

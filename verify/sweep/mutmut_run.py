@@ -21,8 +21,9 @@ from typing import IO, Any
 import libcst as cst
 from mutmut.mutation import diff_apply
 
+from verify.report.verdict import Status
 from verify.sweep import source as sweep_source
-from verify.sweep.result import MutantStatus, SweepMutant
+from verify.sweep.result import NO_TESTS, NOT_CHECKED, SweepMutant
 
 ENVIRONMENT = {
     # mutmut's timeout is an RLIMIT_CPU, which counts the CPU time of every thread, so a gate using N
@@ -55,36 +56,36 @@ def pytest_runtest_setup(item):
         torch.set_num_threads(1)
 '''
 
-# mutmut 3.8.1, stats.py `status_by_exit_code`; anything else it calls suspicious.
-_STATUS_BY_EXIT_CODE: dict[int | None, MutantStatus] = {
-    None: MutantStatus.NOT_CHECKED,
-    0: MutantStatus.SURVIVED,
-    1: MutantStatus.KILLED,
+# mutmut 3.8.1, stats.py `status_by_exit_code` (anything else it calls suspicious), as the verdict model's
+# statuses with mutmut's own word beside them.
+_STATUS_BY_EXIT_CODE: dict[int | None, tuple[Status, str]] = {
+    None: (Status.SKIPPED, NOT_CHECKED),
+    0: (Status.SURVIVED, "survived"),
+    1: (Status.KILLED, "killed"),
     # pytest's own trouble is never a kill: 2 interrupted, 3 internal error, 4 usage error.
-    2: MutantStatus.ERROR,
-    3: MutantStatus.ERROR,
-    4: MutantStatus.ERROR,
-    5: MutantStatus.NO_TESTS,
-    33: MutantStatus.NO_TESTS,
-    34: MutantStatus.SKIPPED,
-    35: MutantStatus.SUSPICIOUS,
-    36: MutantStatus.TIMEOUT,
-    24: MutantStatus.TIMEOUT,  # SIGXCPU from the CPU-time limit
-    -24: MutantStatus.TIMEOUT,
-    152: MutantStatus.TIMEOUT,
-    255: MutantStatus.TIMEOUT,
-    37: MutantStatus.TYPE_CHECKED,
-    -11: MutantStatus.CRASHED,
-    -9: MutantStatus.CRASHED,
+    2: (Status.ERROR, "pytest interrupted"),
+    3: (Status.ERROR, "pytest internal error"),
+    4: (Status.ERROR, "pytest usage error"),
+    5: (Status.SURVIVED, NO_TESTS),
+    33: (Status.SURVIVED, NO_TESTS),
+    34: (Status.SKIPPED, "skipped"),
+    35: (Status.ERROR, "suspicious"),
+    36: (Status.TIMEOUT, "timeout"),
+    24: (Status.TIMEOUT, "timeout"),  # SIGXCPU from the CPU-time limit
+    -24: (Status.TIMEOUT, "timeout"),
+    152: (Status.TIMEOUT, "timeout"),
+    255: (Status.TIMEOUT, "timeout"),
+    37: (Status.STALE, "caught by type check"),  # rejected before any gate ran, like a mutant that cannot compile
+    -11: (Status.CRASHED, "segfault"),
+    -9: (Status.CRASHED, "killed by SIGKILL"),
 }
 # Verdicts a report shows a diff for; killed mutants need none and skipping them keeps big sweeps fast.
-_DETAILED = {
-    MutantStatus.SURVIVED, MutantStatus.NO_TESTS, MutantStatus.SUSPICIOUS, MutantStatus.TIMEOUT, MutantStatus.ERROR,
-}  # fmt: skip
+_DETAILED = {Status.SURVIVED, Status.ERROR, Status.TIMEOUT, Status.CRASHED}
 
 
-def status_of(exit_code: int | None) -> MutantStatus:
-    return _STATUS_BY_EXIT_CODE.get(exit_code, MutantStatus.SUSPICIOUS)
+def status_of(exit_code: int | None) -> tuple[Status, str]:
+    """(status, mutmut's word) for a mutant's exit code."""
+    return _STATUS_BY_EXIT_CODE.get(exit_code, (Status.ERROR, "suspicious"))
 
 
 def function_of(key: str) -> str:
@@ -190,11 +191,12 @@ def read_mutants(
             continue
         source = originals[module] if originals is not None else (copy / module).read_text("utf-8")
         for key, exit_code in json.loads(meta.read_text("utf-8"))["exit_code_by_key"].items():
-            status, function = status_of(exit_code), function_of(key)
+            (status, word), function = status_of(exit_code), function_of(key)
             change = None
             if status in _DETAILED:
                 orig, mutant = _function_sources(key, (copy / "mutants" / module).resolve())
                 change = sweep_source.change(module, source, function, orig, mutant)
             details: dict[str, Any] = asdict(change) if change is not None else {}
-            mutants.append(SweepMutant(key, module, function, status, exit_code, **details))
+            reason = f"{word} (exit code {exit_code})" if status is Status.ERROR else ""
+            mutants.append(SweepMutant(key, module, function, status, exit_code, **details, reason=reason, mutmut=word))
     return tuple(mutants)

@@ -13,10 +13,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from verify.mutation import Mutation, MutationError
+from verify.report.verdict import Status
 from verify.run.apply import count_matches
-from verify.sweep.result import MutantStatus, SweepMutant, SweepResult
+from verify.sweep.result import SweepMutant, SweepResult
 
-PROMOTABLE = frozenset({MutantStatus.SURVIVED, MutantStatus.NO_TESTS})
+PROMOTABLE = frozenset({Status.SURVIVED})  # no-tests survivors included: their status is survived
 _IMPORT = re.compile(r"^from verify\.mutation import (.+)$", re.MULTILINE)
 
 
@@ -29,7 +30,7 @@ def find_survivor(result: SweepResult, key: str) -> SweepMutant:
     if mutant is None:
         raise PromoteError(f"unknown mutant {key!r}: not in the sweep of {', '.join(result.modules) or 'nothing'}")
     if mutant.status not in PROMOTABLE:
-        raise PromoteError(f"mutant {key!r} is {mutant.status}; only survived or no-tests mutants are promoted")
+        raise PromoteError(f"mutant {key!r} is {mutant.label}; only survived or no-tests mutants are promoted")
     if not mutant.anchor:
         raise PromoteError(f"mutant {key!r} has no anchor: its function was not found in the source")
     return mutant

@@ -25,8 +25,10 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from verify.report.progress import eta_s, format_s, is_interactive
+from verify.report.terminal import STATUS_STYLE
+from verify.report.verdict import Status
 from verify.sweep.report import ModuleSummary
-from verify.sweep.result import MutantStatus, SweepOutcome, SweepProgress, SweepResult
+from verify.sweep.result import LABELS, NO_TESTS, NOT_CHECKED, SweepOutcome, SweepProgress, SweepResult
 
 
 @contextmanager
@@ -83,7 +85,12 @@ def _plain_lines(interval_s: float = 30.0) -> Callable[[SweepProgress], None]:
 
 
 def _summary(result: SweepResult) -> str:
-    parts = [f"{result.count(status)} {status}" for status in MutantStatus if result.count(status)]
+    # The same statuses, words and colours as `dflash verify`'s summary.
+    parts = [
+        f"[{STATUS_STYLE.get(label, 'yellow')}]{result.count(label)} {label}[/]"
+        for label in LABELS
+        if result.count(label)
+    ]
     return (
         f"[bold]dflash sweep[/] {result.outcome}: {', '.join(parts) or 'no mutants'}; "
         f"score {result.score:.3f} over {result.num_scored} mutants in {result.wall_s:.1f}s "
@@ -103,21 +110,21 @@ def render_result(result: SweepResult, modules: tuple[ModuleSummary, ...], conso
             *(
                 str(module.count(s))
                 for s in (
-                    MutantStatus.SURVIVED,
-                    MutantStatus.NO_TESTS,
-                    MutantStatus.KILLED,
-                    MutantStatus.IGNORED,
-                    MutantStatus.UNCOVERED,
-                    MutantStatus.ERROR,
-                    MutantStatus.NOT_CHECKED,
+                    Status.SURVIVED,
+                    NO_TESTS,
+                    Status.KILLED,
+                    Status.EQUIVALENT,
+                    Status.UNCOVERED,
+                    Status.ERROR,
+                    NOT_CHECKED,
                 )
             ),
             str(len(module.decorated)),
         )
     console.print(table)
     for module in modules:
-        gaps = [f for f in module.functions if f.count(MutantStatus.SURVIVED)]
-        no_tests = [f for f in module.functions if f.count(MutantStatus.NO_TESTS)]
+        gaps = [f for f in module.functions if f.count(Status.SURVIVED)]
+        no_tests = [f for f in module.functions if f.count(NO_TESTS)]
         if not gaps and not no_tests:
             continue
         console.rule(f"[bold]{escape(module.module)}")
@@ -125,11 +132,11 @@ def render_result(result: SweepResult, modules: tuple[ModuleSummary, ...], conso
             style = "bold red" if not function.registered else "red"
             console.print(f"[{style}]{escape(function.headline)}[/]")
             for mutant in function.mutants:
-                if mutant.status == MutantStatus.SURVIVED:
+                if mutant.label == Status.SURVIVED:
                     console.print(f"  [dim]{escape(mutant.key)}[/] line {mutant.line}")
                     console.print(Syntax(mutant.diff.rstrip("\n") or "(no diff)", "diff", theme="ansi_dark"))
         for function in no_tests:
-            count = function.count(MutantStatus.NO_TESTS)
+            count = function.count(NO_TESTS)
             console.print(f"[yellow]{escape(function.function)}: {count} mutants no gate reaches (no tests)[/]")
         if module.decorated:
             names = ", ".join(f"{d.function} (@{d.decorators[0]})" for d in module.decorated)

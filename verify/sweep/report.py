@@ -19,10 +19,20 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from verify.mutation import Mutation
+from verify.report.verdict import Status
 from verify.run.apply import count_matches
 from verify.sweep import source as sweep_source
 from verify.sweep.equivalents import entry_toml
-from verify.sweep.result import DecoratedFunction, MutantStatus, SweepMutant, SweepOutcome, SweepResult
+from verify.sweep.result import (
+    LABELS,
+    LEGACY,
+    NO_TESTS,
+    NOT_CHECKED,
+    DecoratedFunction,
+    SweepMutant,
+    SweepOutcome,
+    SweepResult,
+)
 
 SCHEMA = "dflash-verify/1"
 
@@ -41,12 +51,12 @@ class FunctionSummary:
     mutants: tuple[SweepMutant, ...]
     registered: tuple[str, ...]  # names of registered mutations whose anchor starts in this function
 
-    def count(self, status: MutantStatus) -> int:
-        return sum(1 for mutant in self.mutants if mutant.status == status)
+    def count(self, label: str) -> int:
+        return sum(1 for mutant in self.mutants if mutant.label == label)
 
     @property
     def headline(self) -> str:
-        survived = self.count(MutantStatus.SURVIVED)
+        survived = self.count(Status.SURVIVED)
         plural = "" if survived == 1 else "s"
         catalog = f"registered: {', '.join(self.registered)}" if self.registered else "no registered mutation"
         return f"{self.function} has {survived} surviving operator mutant{plural} and {catalog}"
@@ -58,8 +68,8 @@ class ModuleSummary:
     functions: tuple[FunctionSummary, ...]
     decorated: tuple[DecoratedFunction, ...]
 
-    def count(self, status: MutantStatus) -> int:
-        return sum(function.count(status) for function in self.functions)
+    def count(self, label: str) -> int:
+        return sum(function.count(label) for function in self.functions)
 
 
 def registered_functions(root: Path, catalog: Mapping[str, Mutation]) -> dict[tuple[str, str], tuple[str, ...]]:
@@ -90,10 +100,10 @@ def summarise(result: SweepResult, catalog: Mapping[str, Mutation]) -> tuple[Mod
             for (owner, function), mutants in by_function.items()
             if owner == module
         ]
-        functions.sort(key=lambda f: (-f.count(MutantStatus.SURVIVED), -f.count(MutantStatus.NO_TESTS), f.function))
+        functions.sort(key=lambda f: (-f.count(Status.SURVIVED), -f.count(NO_TESTS), f.function))
         decorated = tuple(d for d in result.decorated if d.module == module)
         summaries.append(ModuleSummary(module, tuple(functions), decorated))
-    summaries.sort(key=lambda m: (-m.count(MutantStatus.SURVIVED), m.module))
+    summaries.sort(key=lambda m: (-m.count(Status.SURVIVED), m.module))
     return tuple(summaries)
 
 
@@ -123,7 +133,7 @@ def to_json(
         {
             "module": f.module,
             "function": f.function,
-            "counts": dict(Counter(str(m.status) for m in f.mutants)),
+            "counts": dict(Counter(m.label for m in f.mutants)),
             "registered": list(f.registered),
             "headline": f.headline,
         }
@@ -132,7 +142,7 @@ def to_json(
     ]
     sweep = asdict(result) | {
         "score": result.score,
-        "counts": dict(sorted(Counter(str(mutant.status) for mutant in result.mutants).items())),
+        "counts": dict(sorted(Counter(mutant.label for mutant in result.mutants).items())),
         "num_decorated": len(result.decorated),
         "num_undecorated": len(result.undecorated),
         "num_undecorated_mutants": result.count_in(result.undecorated),
@@ -145,6 +155,14 @@ def to_json(
     return data
 
 
+def _status_fields(mutant: Mapping[str, Any]) -> dict[str, Any]:
+    """The status (and mutmut's word) of a saved mutant, including one saved before the statuses were unified."""
+    if mutant["status"] in LEGACY:
+        status, word = LEGACY[mutant["status"]]
+        return {"status": status, "mutmut": word or mutant.get("mutmut", "")}
+    return {"status": Status(mutant["status"])}
+
+
 def result_from_json(data: Mapping[str, Any]) -> SweepResult:
     """The inverse of `to_json` for the sweep section (promote reads a saved sweep back)."""
     if data.get("schema") != SCHEMA or "sweep" not in data:
@@ -152,8 +170,7 @@ def result_from_json(data: Mapping[str, Any]) -> SweepResult:
     sweep = data["sweep"]
     fields = set(SweepMutant.__dataclass_fields__)
     mutants = tuple(
-        SweepMutant(**({k: v for k, v in m.items() if k in fields} | {"status": MutantStatus(m["status"])}))
-        for m in sweep["mutants"]
+        SweepMutant(**({k: v for k, v in m.items() if k in fields} | _status_fields(m))) for m in sweep["mutants"]
     )
     decorated, undecorated = (
         tuple(DecoratedFunction(d["module"], d["function"], tuple(d["decorators"])) for d in sweep.get(key, ()))
@@ -184,13 +201,11 @@ def write_json(
 
 
 _JUNIT_FAILURES = {
-    MutantStatus.SURVIVED: "survived: every gate covering the function stayed green",
-    MutantStatus.NO_TESTS: "no tests: no selected gate calls this function",
+    str(Status.SURVIVED): "survived: every gate covering the function stayed green",
+    NO_TESTS: "no tests: no selected gate calls this function",
 }
-_JUNIT_SKIPS = {
-    MutantStatus.IGNORED, MutantStatus.UNCOVERED, MutantStatus.NOT_CHECKED, MutantStatus.SKIPPED,
-    MutantStatus.TYPE_CHECKED,
-}  # fmt: skip
+# As `dflash verify`'s JUnit: crashes and timeouts fail, stale and errors are errors, the excused are skipped.
+_JUNIT_SKIPS = {str(Status.EQUIVALENT), str(Status.UNCOVERED), str(Status.SKIPPED), NOT_CHECKED}
 
 
 def write_junit(path: Path, result: SweepResult) -> None:
@@ -201,15 +216,18 @@ def write_junit(path: Path, result: SweepResult) -> None:
         suite = ET.SubElement(root, "testsuite", name=module, tests=str(len(mutants)))
         for mutant in mutants:
             case = ET.SubElement(suite, "testcase", classname=module, name=f"{mutant.function} {mutant.key}")
-            if mutant.status in _JUNIT_FAILURES:
-                failure = ET.SubElement(case, "failure", type=str(mutant.status))
-                failure.set("message", _JUNIT_FAILURES[mutant.status])
+            label = mutant.label
+            if label in _JUNIT_FAILURES or mutant.status in (Status.CRASHED, Status.TIMEOUT):
+                failure = ET.SubElement(case, "failure", type=label)
+                failure.set("message", _JUNIT_FAILURES.get(label, label))
                 failure.text = mutant.diff
-            elif mutant.status in _JUNIT_SKIPS:
-                ET.SubElement(case, "skipped", message=mutant.reason or str(mutant.status))
-            elif mutant.status != MutantStatus.KILLED:
-                ET.SubElement(case, "error", type=str(mutant.status), message=str(mutant.status)).text = mutant.diff
-        suite.set("failures", str(sum(1 for m in mutants if m.status in _JUNIT_FAILURES)))
+            elif label in _JUNIT_SKIPS:
+                ET.SubElement(case, "skipped", message=mutant.reason or label)
+            elif mutant.status not in (Status.KILLED, Status.CAUGHT):
+                message = mutant.reason or label
+                ET.SubElement(case, "error", type=label, message=message).text = mutant.diff
+        failed = sum(1 for m in mutants if m.label in _JUNIT_FAILURES or m.status in (Status.CRASHED, Status.TIMEOUT))
+        suite.set("failures", str(failed))
     path.parent.mkdir(parents=True, exist_ok=True)
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
 
@@ -236,8 +254,8 @@ def write_html(path: Path, result: SweepResult, catalog: Mapping[str, Mutation])
     """A self-contained page: the summary, the per-function table, then survivors' diffs."""
     rows = "".join(
         f"<tr><td>{html.escape(f.module)}</td><td>{html.escape(f.function)}</td>"
-        f"<td>{f.count(MutantStatus.SURVIVED)}</td><td>{f.count(MutantStatus.NO_TESTS)}</td>"
-        f"<td>{f.count(MutantStatus.KILLED)}</td><td>{html.escape(', '.join(f.registered) or '—')}</td></tr>"
+        f"<td>{f.count(Status.SURVIVED)}</td><td>{f.count(NO_TESTS)}</td>"
+        f"<td>{f.count(Status.KILLED)}</td><td>{html.escape(', '.join(f.registered) or '—')}</td></tr>"
         for m in summarise(result, catalog)
         for f in m.functions
     )
@@ -245,23 +263,23 @@ def write_html(path: Path, result: SweepResult, catalog: Mapping[str, Mutation])
         f"<li>{html.escape(d.module)}: {html.escape(d.function)} ({html.escape(', '.join(d.decorators))})</li>"
         for d in result.decorated
     )
-    by = {status: [m for m in result.mutants if m.status == status] for status in MutantStatus}
+    by = {label: [m for m in result.mutants if m.label == label] for label in LABELS}
     body = (
         f"<h1>dflash sweep: {result.outcome}</h1><p>score {result.score:.3f}: "
-        f"{result.count(MutantStatus.KILLED)} killed, {len(by[MutantStatus.SURVIVED])} survived, "
-        f"{len(by[MutantStatus.NO_TESTS])} with no tests, {len(by[MutantStatus.IGNORED])} ignored as equivalent, "
-        f"{len(by[MutantStatus.UNCOVERED])} uncovered on this machine, {len(by[MutantStatus.ERROR])} errors, "
-        f"{len(by[MutantStatus.NOT_CHECKED])} not checked; {len(result.decorated)} decorated functions "
+        f"{result.count(Status.KILLED)} killed, {len(by[Status.SURVIVED])} survived, "
+        f"{len(by[NO_TESTS])} with no tests, {len(by[Status.EQUIVALENT])} ignored as equivalent, "
+        f"{len(by[Status.UNCOVERED])} uncovered on this machine, {len(by[Status.ERROR])} errors, "
+        f"{len(by[NOT_CHECKED])} not checked; {len(result.decorated)} decorated functions "
         f"never mutated by mutmut; {len(result.undecorated)} decorated functions reached "
         f"({result.count_in(result.undecorated)} mutants) with their decorators spelt as assignments in the "
         f"sweep's copy.</p><pre>{html.escape(result.message)}</pre>"
         "<table><tr><th>module</th><th>function</th><th>survived</th><th>no tests</th><th>killed</th>"
         f"<th>registered mutations</th></tr>{rows}</table>"
-        + _html_mutants("Survivors", by[MutantStatus.SURVIVED], offer_equivalent=True)
-        + _html_mutants("No tests", by[MutantStatus.NO_TESTS])
-        + _html_mutants("Ignored as equivalent", by[MutantStatus.IGNORED])
-        + _html_mutants("Uncovered on this machine", by[MutantStatus.UNCOVERED])
-        + _html_mutants("Errors (no verdict)", by[MutantStatus.ERROR])
+        + _html_mutants("Survivors", by[Status.SURVIVED], offer_equivalent=True)
+        + _html_mutants("No tests", by[NO_TESTS])
+        + _html_mutants("Ignored as equivalent", by[Status.EQUIVALENT])
+        + _html_mutants("Uncovered on this machine", by[Status.UNCOVERED])
+        + _html_mutants("Errors (no verdict)", by[Status.ERROR])
         + (f"<h2>Decorated, never mutated ({len(result.decorated)})</h2><ul>{skipped}</ul>" if skipped else "")
     )
     style = "body{font-family:sans-serif}td,th{padding:2px 8px;text-align:left}pre{background:#f4f4f4}"

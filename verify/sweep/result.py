@@ -1,7 +1,8 @@
 """What one operator-mutant sweep found: per-mutant verdicts, skipped functions, and the sweep's outcome.
 
-A leaf: imports nothing internal and knows nothing of mutmut's files, the registered catalog or how results
-are rendered. Every record is frozen and made of plain values, so `dataclasses.asdict` serialises it.
+A leaf but for the verdict model it shares with `dflash verify`; knows nothing of mutmut's files, the
+registered catalog or how results are rendered. Every record is frozen and made of plain values, so
+`dataclasses.asdict` serialises it.
 """
 
 from __future__ import annotations
@@ -9,34 +10,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from verify.report.verdict import Status
 
-class MutantStatus(StrEnum):
-    KILLED = "killed"  # a gate went red
-    SURVIVED = "survived"  # every gate that covers the function stayed green
-    NO_TESTS = "no_tests"  # no selected gate calls the function, so nothing could kill it
-    TIMEOUT = "timeout"  # the gates ran past mutmut's CPU-time limit
-    CRASHED = "crashed"  # the test process died on a signal
-    SUSPICIOUS = "suspicious"  # an exit code mutmut cannot classify
-    SKIPPED = "skipped"
-    TYPE_CHECKED = "type_checked"  # rejected by a type checker before any gate ran
-    NOT_CHECKED = "not_checked"  # the budget or an interrupt stopped the sweep first
-    IGNORED = "ignored"  # survived, but marked equivalent (everywhere) in the equivalents file
-    UNCOVERED = "uncovered"  # survived, but marked unobservable on this machine (CUDA-only, dtype-only)
-    ERROR = "error"  # pytest ended without a verdict (interrupted, internal or usage error): not a kill
-
-
-# As in `dflash verify`: only a red gate is a catch; a hang or a dead process is not a gate checking
-# anything. Mutants rejected before any gate ran (type check, skipped) or excused are not scored.
-SCORED = frozenset(
-    {
-        MutantStatus.KILLED,
-        MutantStatus.SURVIVED,
-        MutantStatus.NO_TESTS,
-        MutantStatus.TIMEOUT,
-        MutantStatus.CRASHED,
-        MutantStatus.SUSPICIOUS,
-    }
+# A mutant's status is the verdict model's own `Status` (`dflash verify` and the sweep score and render the same
+# statuses); mutmut's finer word for it is kept beside it. Two of mutmut's buckets are worth keeping apart in a
+# report, so they have labels of their own: a survivor no selected gate calls, and a mutant never checked.
+NO_TESTS = "no tests"  # status survived: no selected gate calls the function, so nothing could kill it
+NOT_CHECKED = "not checked"  # status skipped: the budget or an interrupt stopped the sweep first
+# Every label a report shows, in the order it lists them.
+LABELS: tuple[str, ...] = (
+    *(str(s) for s in (Status.KILLED, Status.CAUGHT, Status.CRASHED, Status.TIMEOUT, Status.SURVIVED)),
+    NO_TESTS,
+    *(str(s) for s in (Status.ERROR, Status.STALE, Status.EQUIVALENT, Status.UNCOVERED, Status.SKIPPED)),
+    NOT_CHECKED,
 )
+# Sweep results saved before the statuses were unified (mutmut's own words) read back as (status, label).
+LEGACY: dict[str, tuple[Status, str]] = {
+    "no_tests": (Status.SURVIVED, NO_TESTS),
+    "suspicious": (Status.ERROR, "suspicious"),
+    "type_checked": (Status.STALE, "caught by type check"),
+    "not_checked": (Status.SKIPPED, NOT_CHECKED),
+    "ignored": (Status.EQUIVALENT, ""),
+}
 
 
 class SweepOutcome(StrEnum):
@@ -55,7 +50,7 @@ class SweepMutant:
     key: str  # mutmut's name, e.g. "runner.sampling.x_greedy__mutmut_3"
     module: str  # posix path relative to the project root
     function: str  # "func" or "Class.method"
-    status: MutantStatus
+    status: Status
     exit_code: int | None = None
     line: int = 0  # first changed line in `module`; 0 when not read
     diff: str = ""
@@ -63,11 +58,19 @@ class SweepMutant:
     mutated: str = ""
     anchor: str = ""
     replacement: str = ""
-    reason: str = ""  # why it is equivalent, when status is IGNORED
+    reason: str = ""  # why it is equivalent or uncovered, or what mutmut said when it gave no verdict
+    mutmut: str = ""  # mutmut's own word for it ("no tests", "suspicious", "caught by type check", ...)
 
     @property
     def is_caught(self) -> bool:
-        return self.status == MutantStatus.KILLED
+        return self.status is Status.KILLED
+
+    @property
+    def label(self) -> str:
+        """The status, or its finer bucket where a report keeps one apart (`NO_TESTS`, `NOT_CHECKED`)."""
+        if self.mutmut in (NO_TESTS, NOT_CHECKED):
+            return self.mutmut
+        return str(self.status)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,27 +114,31 @@ class SweepResult:
         where = {(d.module, d.function) for d in functions}
         return sum(1 for mutant in self.mutants if (mutant.module, mutant.function) in where)
 
-    def count(self, status: MutantStatus) -> int:
-        return sum(1 for mutant in self.mutants if mutant.status == status)
+    def count(self, label: str) -> int:
+        """Mutants with this label (a `Status`, or `NO_TESTS`/`NOT_CHECKED`, which their status leaves out)."""
+        return sum(1 for mutant in self.mutants if mutant.label == label)
 
     @property
     def survivors(self) -> tuple[SweepMutant, ...]:
-        return tuple(mutant for mutant in self.mutants if mutant.status == MutantStatus.SURVIVED)
+        return tuple(mutant for mutant in self.mutants if mutant.label == Status.SURVIVED)
 
     @property
     def num_checked(self) -> int:
-        return sum(1 for mutant in self.mutants if mutant.status != MutantStatus.NOT_CHECKED)
+        return sum(1 for mutant in self.mutants if mutant.label != NOT_CHECKED)
 
     @property
     def num_scored(self) -> int:
-        return sum(1 for mutant in self.mutants if mutant.status in SCORED)
+        return sum(1 for mutant in self.mutants if mutant.status.is_judged)
 
     @property
     def score(self) -> float:
-        """killed / scored mutants, in [0, 1] like `dflash verify`'s; 1.0 when nothing was scored."""
+        """As `dflash verify` scores: (killed + caught) / (killed + caught + crashed + timeout + survived, no-tests
+        survivors included); a mutant with no verdict (error), stale, equivalent, uncovered or skipped is outside
+        it. 1.0 when nothing was scored."""
         if not self.num_scored:
             return 1.0
-        return self.count(MutantStatus.KILLED) / self.num_scored
+        caught = sum(1 for mutant in self.mutants if mutant.status in (Status.KILLED, Status.CAUGHT))
+        return caught / self.num_scored
 
     @property
     def mutants_per_s(self) -> float:
