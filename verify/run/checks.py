@@ -137,6 +137,18 @@ def _judge_self_check(baseline: Baseline, forced: JobResult, noop: JobResult) ->
             )
 
 
+def _balanced(gate_ids: tuple[str, ...], baseline: Baseline, count: int) -> list[tuple[str, ...]]:
+    """`count` slices of `gate_ids` with about equal baseline time (longest first, each to the lightest slice),
+    each kept in baseline order."""
+    seconds = {o.gate_id: o.duration_s for o in baseline.gates}
+    loads, slices = [0.0] * count, [set[str]() for _ in range(count)]
+    for gate_id in sorted(gate_ids, key=lambda g: -seconds.get(g, 0.0)):
+        lightest = loads.index(min(loads))
+        slices[lightest].add(gate_id)
+        loads[lightest] += seconds.get(gate_id, 0.0)
+    return [tuple(g for g in gate_ids if g in part) for part in slices if part]
+
+
 def find_flaky(
     ex: Executor, baseline: Baseline, gate_ids: set[str], num_jobs: int, progress: Progress
 ) -> dict[str, str]:
@@ -145,8 +157,14 @@ def find_flaky(
     ordered = tuple(g for g in baseline.gate_ids if g in gate_ids)
     if not ordered or reruns == 0:
         return {}
-    timeout = budget(ex.config, baseline, ordered)
-    jobs = [Job(f"_pristine-{i + 1}", ordered, timeout) for i in range(reruns)]
+    # Each re-run split into one slice per worker, slices balanced by baseline time: the workers finish the
+    # re-runs together instead of idling while one child runs a whole re-run alone.
+    slices = _balanced(ordered, baseline, max(1, min(num_jobs, len(ordered))))
+    jobs = [
+        Job(f"_pristine-{i + 1}" + (f".{k + 1}" if len(slices) > 1 else ""), part, budget(ex.config, baseline, part))
+        for i in range(reruns)
+        for k, part in enumerate(slices)
+    ]
     progress.phase("flake check", len(jobs))
     flaky: dict[str, str] = {}
     for run in ex.run(jobs, num_jobs, lambda r: progress.advance(r.key.lstrip("_"))):
