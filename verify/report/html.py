@@ -15,7 +15,7 @@ from pathlib import Path
 
 from verify.report.files import Detail, RunInfo
 from verify.report.matrix import LEGEND, build_matrix
-from verify.report.summary import DECLARED, format_score, judge, status_label, verdict_line
+from verify.report.summary import DECLARED, format_score, judge, status_label, status_reason, verdict_line
 from verify.report.verdict import MutationResult, RunReport
 
 __all__ = ["render_html", "write_html"]
@@ -89,7 +89,7 @@ def _css(label: str) -> str:
 
 def _section(report: RunReport, result: MutationResult, detail: Detail | None, index: Mapping[str, int]) -> str:
     name, label = result.name, status_label(report, result)
-    why = dict(report.expected_survivors).get(name, "") if label == DECLARED else result.reason
+    why = status_reason(report, result)
     killers = ", ".join(result.killed_by) or "none"
     cached = " (cached)" if result.cached else ""
     gates = "".join(

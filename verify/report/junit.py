@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from verify.report.files import Detail, RunInfo
-from verify.report.summary import DECLARED, judge, status_label
+from verify.report.summary import DECLARED, judge, status_label, status_reason
 from verify.report.verdict import RunReport
 
 __all__ = ["write_junit"]
@@ -48,7 +48,7 @@ def write_junit(
         case = ET.SubElement(suite, "testcase", classname="dflash.mutations", name=result.name)
         case.set("time", f"{0.0 if result.cached else result.duration_s:.3f}")
         detail = details.get(result.name)
-        why = dict(report.expected_survivors).get(result.name, result.reason)
+        why = status_reason(report, result)
         message = f"{status}: {why}" if why else status
         if status in _FAILURE:
             failure = ET.SubElement(case, "failure", message=message, type=status)

@@ -53,7 +53,7 @@ def to_stryker(
         stryker_status = STRYKER_STATUS.get(status, "RuntimeError")
         if status == "survived" and not result.ran:
             stryker_status = "NoCoverage"
-        if status == "survived" and result.name in dict(report.expected_survivors):
+        if report.is_declared_survivor(result):
             stryker_status = "Ignored"  # declared to survive: outside the score, as in ours
         reason = f"dflash: {status}" + (f" ({result.reason})" if result.reason else "")
         files[detail.file]["mutants"].append(

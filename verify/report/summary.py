@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from verify.report.verdict import MutationResult, RunReport
 
-__all__ = ["DECLARED", "MAX_NAMED", "Verdict", "format_score", "judge", "status_label", "verdict_line"]
+__all__ = ["DECLARED", "MAX_NAMED", "Verdict", "format_score", "judge", "status_label", "status_reason", "verdict_line"]
 
 MAX_NAMED = 3  # names shown per kind of failure on the one line; the summary above lists them all
 
@@ -25,6 +25,11 @@ DECLARED = "survived (declared)"  # expect="survives" and indeed survived: outsi
 def status_label(report: RunReport, result: MutationResult) -> str:
     """The status as every renderer shows it: a declared survivor is told apart from a test gap."""
     return DECLARED if report.is_declared_survivor(result) else str(result.status)
+
+
+def status_reason(report: RunReport, result: MutationResult) -> str:
+    """The reason every renderer shows beside that label: a declared survivor's declaration, else the run's."""
+    return dict(report.expected_survivors)[result.name] if report.is_declared_survivor(result) else result.reason
 
 
 def format_score(score: float | None) -> str:
@@ -67,8 +72,7 @@ def judge(report: RunReport, fail_under: float = 0.0) -> Verdict:
         for status in _NAMED
         if status in statuses
     )
-    # The score's denominator, as RunReport.score counts it: judged statuses, less declared survivors.
-    judged = [r for r in report.mutations if r.status.is_judged and not report.is_declared_survivor(r)]
+    judged = report.judged()  # the score's denominator, as RunReport.score counts it
     errors = bool(report.harness_errors or report.errors or report.interrupted_by)
     return Verdict(
         passed=not failures and not errors,

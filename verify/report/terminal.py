@@ -20,7 +20,7 @@ from rich.text import Text
 from verify.mutation import Mutation
 from verify.report.files import Detail
 from verify.report.matrix import LEGEND, SYMBOL, SYMBOL_STYLE, build_matrix
-from verify.report.summary import DECLARED, Verdict, format_score, status_label, verdict_line
+from verify.report.summary import DECLARED, Verdict, format_score, status_label, status_reason, verdict_line
 from verify.report.verdict import MutationResult, RunReport
 
 __all__ = [
@@ -154,9 +154,8 @@ def render_survivors(report: RunReport, details: Mapping[str, Detail], console: 
             continue
         detail = details.get(result.name)
         label = status_label(report, result)
-        reason = dict(report.expected_survivors).get(result.name, "") if label == DECLARED else result.reason
         style = STATUS_STYLE.get(label, "")
-        console.print(f"\n[{style}]{label}[/] [bold]{escape(result.name)}[/]  {escape(reason)}")
+        console.print(f"\n[{style}]{label}[/] [bold]{escape(result.name)}[/]  {escape(status_reason(report, result))}")
         if detail is not None:
             console.print(f"bug class: {escape(detail.bug_class)}")
             if detail.diff:

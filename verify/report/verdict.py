@@ -177,7 +177,8 @@ class RunReport:
         and never named as a failure."""
         return result.status is Status.SURVIVED and result.name in self._expected_names
 
-    def _judged(self) -> list[MutationResult]:
+    def judged(self) -> list[MutationResult]:
+        """The score's denominator: judged statuses, less declared survivors."""
         return [r for r in self.mutations if r.status.is_judged and not self.is_declared_survivor(r)]
 
     @property
@@ -187,7 +188,7 @@ class RunReport:
         A crash or a hang is not a gate catching the bug, so it counts against the score; stale, skipped,
         errored, equivalent and uncovered mutants and declared survivors are outside it.
         """
-        judged = self._judged()
+        judged = self.judged()
         if not judged:
             return None
         return sum(1 for r in judged if r.status in (Status.KILLED, Status.CAUGHT)) / len(judged)
@@ -195,7 +196,7 @@ class RunReport:
     @property
     def detected(self) -> float | None:
         """The share detected in any way (crashes and timeouts included), as tools that count those report it."""
-        judged = self._judged()
+        judged = self.judged()
         if not judged:
             return None
         return sum(1 for r in judged if r.status.is_detected) / len(judged)

@@ -129,11 +129,15 @@ def _plan(run: _Run, coverage: CoverageMap, tree: str, changed: set[str] | None)
     return sorted(planned, key=lambda p: -p.timeout_s)
 
 
+def _pinned(gate_ids: tuple[str, ...], pins: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(g for g in gate_ids if any(matches_gate(g, pin) for pin in pins))
+
+
 def _kill_order(gate_ids: tuple[str, ...], pins: tuple[str, ...], baseline: Baseline) -> tuple[str, ...]:
     """First-kill order: the pinned gates (each must run, so a lost pin is still seen), then the rest from the
     fastest to the slowest, so the first kill comes as cheaply as it can."""
     seconds = {o.gate_id: o.duration_s for o in baseline.gates}
-    pinned = [g for g in gate_ids if any(matches_gate(g, pin) for pin in pins)]
+    pinned = _pinned(gate_ids, pins)
     rest = sorted((g for g in gate_ids if g not in pinned), key=lambda g: seconds.get(g, 0.0))
     return (*pinned, *rest)
 
@@ -141,7 +145,7 @@ def _kill_order(gate_ids: tuple[str, ...], pins: tuple[str, ...], baseline: Base
 def _stop_after(run: _Run, item: _Planned) -> tuple[str, ...] | None:
     if not run.options.first_kill:
         return None
-    return tuple(g for g in item.gate_ids if any(matches_gate(g, p) for p in item.mutation.expect_killed_by))
+    return _pinned(item.gate_ids, item.mutation.expect_killed_by)
 
 
 def _judge(run: _Run, item: _Planned, second: JobResult | None) -> MutationResult:

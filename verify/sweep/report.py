@@ -208,6 +208,10 @@ _JUNIT_FAILURES = {
 _JUNIT_SKIPS = {str(Status.EQUIVALENT), str(Status.UNCOVERED), str(Status.SKIPPED), NOT_CHECKED}
 
 
+def _is_junit_failure(mutant: SweepMutant) -> bool:
+    return mutant.label in _JUNIT_FAILURES or mutant.status in (Status.CRASHED, Status.TIMEOUT)
+
+
 def write_junit(path: Path, result: SweepResult) -> None:
     """One test case per mutant, one suite per module: a survivor is a failure carrying its diff."""
     root = ET.Element("testsuites", name="dflash sweep")
@@ -217,7 +221,7 @@ def write_junit(path: Path, result: SweepResult) -> None:
         for mutant in mutants:
             case = ET.SubElement(suite, "testcase", classname=module, name=f"{mutant.function} {mutant.key}")
             label = mutant.label
-            if label in _JUNIT_FAILURES or mutant.status in (Status.CRASHED, Status.TIMEOUT):
+            if _is_junit_failure(mutant):
                 failure = ET.SubElement(case, "failure", type=label)
                 failure.set("message", _JUNIT_FAILURES.get(label, label))
                 failure.text = mutant.diff
@@ -226,8 +230,7 @@ def write_junit(path: Path, result: SweepResult) -> None:
             elif mutant.status not in (Status.KILLED, Status.CAUGHT):
                 message = mutant.reason or label
                 ET.SubElement(case, "error", type=label, message=message).text = mutant.diff
-        failed = sum(1 for m in mutants if m.label in _JUNIT_FAILURES or m.status in (Status.CRASHED, Status.TIMEOUT))
-        suite.set("failures", str(failed))
+        suite.set("failures", str(sum(1 for m in mutants if _is_junit_failure(m))))
     path.parent.mkdir(parents=True, exist_ok=True)
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
 
