@@ -66,6 +66,26 @@ def test_private_copy_holds_the_project_files_and_the_parent_imports_nothing_of_
     assert "toy" not in sys.modules and "toy.arith" not in sys.modules
 
 
+def test_a_gate_module_the_parent_imported_from_the_users_tree_is_the_childs_own_copy(toy_copy, monkeypatch) -> None:
+    # An outer pytest run leaves the user's gate module in sys.modules under its bare name. The parent decides
+    # once, before forking, which loaded modules are the user's (`child.prime`); such a module must still be
+    # dropped in every child, so that pytest imports the private copy and the mutant's text is what runs.
+    root = toy_copy()
+    monkeypatch.syspath_prepend(str(root / "tests" / "gates"))
+    monkeypatch.syspath_prepend(str(root))
+    import test_arith  # type: ignore[import-not-found]
+
+    try:
+        with Executor(load_config(root)) as executor:
+            job = Job("mutant", (TEST_MUL,), 30.0, _override(root, "return a * b", "return a + b"))
+            [result] = executor.run([job], 1)
+        assert test_arith.arith.mul(4, 3) == 12  # the parent's copies are untouched
+        assert [(o.gate_id, o.outcome) for o in result.outcomes] == [(TEST_MUL, "assertion")]
+    finally:
+        for name in ("test_arith", "toy", "toy.arith", "toy.text"):
+            sys.modules.pop(name, None)
+
+
 def test_tree_digest_follows_source_edits(toy_copy) -> None:
     root = toy_copy()
     config = load_config(root)

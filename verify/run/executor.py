@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 from verify.report.verdict import GateOutcome, Outcome
-from verify.run.child import JobPaths, run_child
+from verify.run.child import JobPaths, prime, run_child
 from verify.run.private_copy import copy_files
 from verify.run.settings import ProjectConfig, project_files
 
@@ -141,6 +141,7 @@ class Executor:
         for name in self.config.preload:
             importlib.import_module(name)
         _warm_pytest(Path(self._tmp, "warm"))
+        prime(self.config.root)
         # Objects alive now are shared by every child: freezing them keeps each child's collections
         # from walking (and copy-on-write touching) the parent's heap, torch included.
         gc.freeze()
