@@ -162,3 +162,22 @@ def test_every_renderer_tells_a_declared_survivor_from_a_test_gap(tmp_path) -> N
     write_junit(report, tmp_path / "j.xml")
     cases = {c.get("name"): c for c in ET.parse(tmp_path / "j.xml").getroot().iter("testcase")}
     assert cases["declared"].find("skipped") is not None and cases["gap"].find("failure") is not None
+
+
+def test_a_commands_table_and_a_detail_hint_are_drawn_by_the_html_and_terminal_renderers() -> None:
+    from verify.report.files import Detail, RunInfo, Table
+    from verify.report.terminal import render_table
+
+    table = Table("By function", ("module", "function", "survived"), (("m.py", "f<x>", "3"),), ("1 note & more",))
+    report = _report()
+    details = {NAMES[0]: Detail("bug", "m.py", "-a\n+b", hint="[[equivalent]]")}
+    page = render_html(report, details, RunInfo(title="dflash sweep"), (table,))
+    assert "<title>dflash sweep</title>" in page and "<h1>dflash sweep</h1>" in page
+    assert "<h2>By function</h2>" in page and "<td>f&lt;x&gt;</td><td>3</td>" in page
+    assert "<p>1 note &amp; more</p>" in page and "<pre>[[equivalent]]</pre>" in page
+    console = Console(file=io.StringIO(), width=80, record=True)
+    render_table(table, console)
+    text = console.export_text()
+    assert "By function" in text and "f<x>" in text and "1 note & more" in text
+    with pytest.raises(ValueError, match="every row needs 3 cells"):
+        Table("t", ("a", "b", "c"), (("1",),))

@@ -149,3 +149,14 @@ def test_records_round_trip_through_plain_json() -> None:
     result = _killed("k", "t.py::a")
     text = json.dumps(dataclasses.asdict(result))  # no custom encoder: StrEnums are strings
     assert result_from_dict(json.loads(text)) == result
+
+
+def test_generated_mutants_fail_neither_by_staleness_nor_by_an_empty_run() -> None:
+    """A sweep's mutants are generated: one a type checker rejects (stale) is no broken catalog entry, and a sweep
+    with nothing to mutate is nothing to do; its score and survivors still fail it as they fail a catalog run."""
+    stale = (_killed("k", "t.py::a"), MutationResult("st", Status.STALE, reason="caught by type check"))
+    assert _report(*stale).failures() == ("st: stale (caught by type check)",)
+    assert dataclasses.replace(_report(*stale), generated=True).failures() == ()
+    assert dataclasses.replace(_report(), generated=True).failures() == ()
+    survivor = dataclasses.replace(_report(MutationResult("s", Status.SURVIVED), required=()), generated=True)
+    assert survivor.failures(fail_under=1.0) == ("score 0.000 is under --fail-under 1.000",)

@@ -6,6 +6,7 @@ Keys are only ever added to the schema:
      "verdict": {"result": "PASS"|"FAIL", "failures": [...], "score", "detected", "killed", "judged",
                  "counts": {status: n}}, "settings": {...}, "wall_s": float|null, "self_check": str,
      "shard": "K/N" or "", "interrupted": bool, "interrupted_by": "SIGINT"|"SIGTERM"|"",
+     "first_kill": bool, "generated": bool,
      "baseline": {"status": "green", "gates": [{"id", "duration_s"}]},
      "mutations": [{"name", "status", "killed_by", "ran", "duration_s", "reason", "cached",
                     "attempts", "red_by_check", "red_by_exception",
@@ -31,7 +32,9 @@ from typing import Any
 from verify.report.summary import judge
 from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, RunReport, Status, result_from_dict
 
-__all__ = ["SCHEMA", "Detail", "MergeError", "RunInfo", "merge", "read_json", "read_report", "to_json", "write_json"]
+__all__ = [
+    "SCHEMA", "Detail", "MergeError", "RunInfo", "Table", "merge", "read_json", "read_report", "to_json", "write_json",
+]  # fmt: skip
 
 SCHEMA = "dflash-verify/1"
 
@@ -52,6 +55,7 @@ class Detail:
     first_column: int = 1
     last_line: int = 1
     last_column: int = 1
+    hint: str = ""  # what a reader may do about it (e.g. the entry that would mark it equivalent), shown after the diff
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +68,22 @@ class RunInfo:
     settings: Mapping[str, Any] = field(default_factory=dict)
     wall_s: float | None = None
     fail_under: float = 0.0
+    title: str = "dflash verify"  # the command that made the report, as a page's heading names it
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """A titled table of plain text that a command adds to its report beside the verdicts (the renderers draw
+    it; what it counts is the command's business), with notes printed under it."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if any(len(row) != len(self.columns) for row in self.rows):
+            raise ValueError(f"table {self.title!r}: every row needs {len(self.columns)} cells")
 
 
 def to_json(
@@ -101,6 +121,7 @@ def to_json(
         "interrupted": report.interrupted,
         "interrupted_by": report.interrupted_by,
         "first_kill": report.first_kill,
+        "generated": report.generated,
         "baseline": {
             "status": report.baseline.status,
             "gates": [{"id": g.gate_id, "duration_s": g.duration_s} for g in report.baseline.gates],
@@ -147,6 +168,7 @@ def read_report(path: Path) -> tuple[RunReport, dict[str, Detail], RunInfo]:
         self_check=data.get("self_check", ""),
         harness_errors=tuple(data.get("harness_errors", ())),
         first_kill=bool(data.get("first_kill", False)),
+        generated=bool(data.get("generated", False)),
     )
     details = {
         m["name"]: Detail(m["bug_class"], m["file"], m.get("diff", "")) for m in data["mutations"] if "file" in m

@@ -10,10 +10,10 @@ target). Every value from the run is escaped. This module only formats records.
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from verify.report.files import Detail, RunInfo
+from verify.report.files import Detail, RunInfo, Table
 from verify.report.matrix import LEGEND, build_matrix
 from verify.report.summary import DECLARED, format_score, judge, status_label, status_reason, verdict_line
 from verify.report.verdict import MutationResult, RunReport
@@ -105,10 +105,24 @@ def _section(report: RunReport, result: MutationResult, detail: Detail | None, i
         f"{cached}</h3><p>{_e(detail.file if detail else '')}: {_e(detail.bug_class if detail else '')}</p>"
         f"<p>Killed by: {_e(killers)}. {_e(why)}</p>{table}"
         f"<pre>{_e(detail.diff if detail else '')}</pre>"
+        + (f"<pre>{_e(detail.hint)}</pre>" if detail and detail.hint else "")
     )
 
 
-def render_html(report: RunReport, details: Mapping[str, Detail] | None = None, info: RunInfo | None = None) -> str:
+def _table(table: Table) -> str:
+    head = "".join(f"<th>{_e(column)}</th>" for column in table.columns)
+    rows = "".join("<tr>" + "".join(f"<td>{_e(value)}</td>" for value in row) + "</tr>" for row in table.rows)
+    notes = "".join(f"<p>{_e(note)}</p>" for note in table.notes)
+    return f"<h2>{_e(table.title)}</h2><table><tr>{head}</tr>{rows}</table>{notes}"
+
+
+def render_html(
+    report: RunReport,
+    details: Mapping[str, Detail] | None = None,
+    info: RunInfo | None = None,
+    tables: Sequence[Table] = (),
+) -> str:
+    """The page; `tables` (a command's own counts, e.g. by source function) go between the verdict and the matrix."""
     details, info = details or {}, info or RunInfo()
     verdict = judge(report, info.fail_under)
     index = {gate_id: i for i, gate_id in enumerate(report.baseline.gate_ids)}
@@ -136,15 +150,20 @@ def render_html(report: RunReport, details: Mapping[str, Detail] | None = None, 
         warning += f"<p>News:</p><ul>{news}</ul>"
     sections = "".join(_section(report, r, details.get(r.name), index) for r in report.mutations)
     return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>dflash verify</title>'
-        f"<style>{_STYLE}</style></head><body><h1>dflash verify</h1>{banner}<p>{meta}</p>"
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{_e(info.title)}</title>'
+        f"<style>{_STYLE}</style></head><body><h1>{_e(info.title)}</h1>{banner}<p>{meta}</p>"
         f"<ul>{counts}</ul>{f'<p>Why it fails:</p><ul>{failures}</ul>' if failures else ''}"
-        f'<h2>Mutation &times; gate file</h2><p class="legend">{_e(LEGEND)}</p>{_matrix(report)}{warning}'
+        + "".join(_table(table) for table in tables)
+        + f'<h2>Mutation &times; gate file</h2><p class="legend">{_e(LEGEND)}</p>{_matrix(report)}{warning}'
         f"<h2>Mutations</h2>{sections}</body></html>\n"
     )
 
 
 def write_html(
-    report: RunReport, path: Path, details: Mapping[str, Detail] | None = None, info: RunInfo | None = None
+    report: RunReport,
+    path: Path,
+    details: Mapping[str, Detail] | None = None,
+    info: RunInfo | None = None,
+    tables: Sequence[Table] = (),
 ) -> None:
-    Path(path).write_text(render_html(report, details, info), encoding="utf-8")
+    Path(path).write_text(render_html(report, details, info, tables), encoding="utf-8")

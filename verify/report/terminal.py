@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from rich.console import Console
 from rich.markup import escape
 from rich.syntax import Syntax
-from rich.table import Table
+from rich.table import Table as RichTable
 from rich.text import Text
 
 from verify.mutation import Mutation
-from verify.report.files import Detail
+from verify.report.files import Detail, Table
 from verify.report.matrix import LEGEND, SYMBOL, SYMBOL_STYLE, build_matrix
 from verify.report.summary import DECLARED, Verdict, format_score, status_label, status_reason, verdict_line
 from verify.report.verdict import MutationResult, RunReport
@@ -32,6 +32,7 @@ __all__ = [
     "render_report",
     "render_result_detail",
     "render_survivors",
+    "render_table",
     "render_verdict",
 ]
 
@@ -126,7 +127,8 @@ def render_summary(report: RunReport, verdict: Verdict, console: Console | None 
     line = f"{len(report.baseline.gate_ids)} gates in {num_files} file{'' if num_files == 1 else 's'}"
     if vacuous:
         line += f"; {len(vacuous)} vacuous (no mutant turned them red: `dflash verify show --vacuous`)"
-    console.print(escape(line), style="dim" if not vacuous else "yellow")
+    if report.baseline.gate_ids:  # a report that names no gate (an operator sweep's) has no line to show
+        console.print(escape(line), style="dim" if not vacuous else "yellow")
     if report.self_check:
         console.print(f"harness self-check: {escape(report.self_check)}", style="dim")
     for gate_id, what in report.flaky_gates:
@@ -188,6 +190,20 @@ def render_result_detail(result: MutationResult, detail: Detail | None, console:
         console.print(Syntax(detail.diff, "diff", theme="ansi_dark", background_color="default"))
 
 
+def render_table(table: Table, console: Console | None = None) -> None:
+    """A command's own table (its first column never wraps; counts are right-aligned), then its notes."""
+    console = _console(console)
+    drawn = RichTable(title=escape(table.title), title_justify="left")
+    for i, column in enumerate(table.columns):
+        numeric = bool(table.rows) and all(row[i].isdigit() for row in table.rows)
+        drawn.add_column(escape(column), justify="right" if numeric else "left", no_wrap=i == 0)
+    for row in table.rows:
+        drawn.add_row(*(escape(value) for value in row))
+    console.print(drawn)
+    for note in table.notes:
+        console.print(note, style="yellow", markup=False, highlight=False)
+
+
 def render_gate_list(title: str, gate_ids: Sequence[str], console: Console | None = None) -> None:
     console = _console(console)
     console.print(f"{len(gate_ids)} {escape(title)}:")
@@ -202,7 +218,7 @@ def render_error(message: str, console: Console | None = None) -> None:
 def render_mutations(mutations: Mapping[str, Mutation], console: Console | None = None) -> None:
     """The catalog as a table whose columns wrap (names fold only if a name is wider than the console)."""
     console = _console(console)
-    table = Table(title=f"{len(mutations)} registered mutations", show_lines=False)
+    table = RichTable(title=f"{len(mutations)} registered mutations", show_lines=False)
     name_w = max((len(n) for n in mutations), default=4)
     table.add_column("name", min_width=min(name_w, console.width // 2), overflow="fold")
     table.add_column("file", overflow="fold")

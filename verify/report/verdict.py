@@ -164,6 +164,9 @@ class RunReport:
     self_check: str = ""  # "passed", "cached" or "" (merged reports)
     harness_errors: tuple[str, ...] = ()  # trouble outside any one mutation (the user's tree changed, ...)
     first_kill: bool = False  # each mutant's gates stopped at its first kill: the matrix is not complete
+    # Mutants a tool generated (an operator sweep), not a registered catalog: one rejected before any gate ran
+    # (stale) is the tool's business and an empty run is nothing to do, neither a failure.
+    generated: bool = False
 
     def count(self, status: Status) -> int:
         return sum(1 for r in self.mutations if r.status is status)
@@ -248,22 +251,16 @@ class RunReport:
         """Why this run fails (empty: exit 0, unless there are errors: exit 4)."""
         reasons = []
         required = set(self.required) - self._expected_names
+        caught = (Status.KILLED, Status.CAUGHT)
         for result in self.mutations:
-            if result.status is Status.STALE:
+            if result.status is Status.STALE and not self.generated:
                 reasons.append(f"{result.name}: stale ({result.reason})")
-            elif (
-                result.name in required
-                and result.status.is_judged
-                and result.status
-                not in (
-                    Status.KILLED,
-                    Status.CAUGHT,
-                )
-            ):
+            elif result.name in required and result.status.is_judged and result.status not in caught:
                 reasons.append(f"{result.name}: {result.status}")
         reasons += [f"{name}: pinned gate {pin} no longer kills it" for name, pin in self.lost_pins]
         score = self.score
-        if score is None and not self.interrupted and not any(r.status is Status.SKIPPED for r in self.mutations):
+        excused = self.interrupted or self.generated or any(r.status is Status.SKIPPED for r in self.mutations)
+        if score is None and not excused:
             reasons.append("no mutation was judged: an empty catalog proves nothing")
         elif score is not None and score < fail_under:
             reasons.append(f"score {score:.3f} is under --fail-under {fail_under:.3f}")
