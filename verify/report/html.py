@@ -90,7 +90,7 @@ def _css(label: str) -> str:
 def _section(report: RunReport, result: MutationResult, detail: Detail | None, index: Mapping[str, int]) -> str:
     name, label = result.name, status_label(report, result)
     why = status_reason(report, result)
-    killers = ", ".join(result.killed_by) or "none"
+    killers = ", ".join(result.killed_by) or ("not recorded" if result.status.is_detected else "none")
     cached = " (cached)" if result.cached else ""
     gates = "".join(
         f'<tr id="{_anchor(name, index.get(o.gate_id, 0))}"><td class="gate">{_e(o.gate_id)}</td>'
@@ -149,13 +149,15 @@ def render_html(
     if news:
         warning += f"<p>News:</p><ul>{news}</ul>"
     sections = "".join(_section(report, r, details.get(r.name), index) for r in report.mutations)
+    matrix = ""
+    if any(r.outcomes for r in report.mutations):  # none in an operator sweep: its tool records no per-gate outcome
+        matrix = f'<h2>Mutation &times; gate file</h2><p class="legend">{_e(LEGEND)}</p>{_matrix(report)}'
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{_e(info.title)}</title>'
         f"<style>{_STYLE}</style></head><body><h1>{_e(info.title)}</h1>{banner}<p>{meta}</p>"
         f"<ul>{counts}</ul>{f'<p>Why it fails:</p><ul>{failures}</ul>' if failures else ''}"
         + "".join(_table(table) for table in tables)
-        + f'<h2>Mutation &times; gate file</h2><p class="legend">{_e(LEGEND)}</p>{_matrix(report)}{warning}'
-        f"<h2>Mutations</h2>{sections}</body></html>\n"
+        + f"{matrix}{warning}<h2>Mutations</h2>{sections}</body></html>\n"
     )
 
 

@@ -59,6 +59,7 @@ def write_junit(
             ET.SubElement(case, "skipped", message=message)
         else:
             cached = " (cached)" if result.cached else ""
-            ET.SubElement(case, "system-out").text = f"{status} by {', '.join(result.killed_by)}{cached}"
+            killers = f" by {', '.join(result.killed_by)}" if result.killed_by else ""
+            ET.SubElement(case, "system-out").text = f"{status}{killers}{cached}"
     ET.indent(suite)
     ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
