@@ -69,7 +69,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Swept:
     args = ["--root", str(root), "--jobs", "2", "--workdir", str(base / "work"), "--state", str(base / "state.json")]
     reports = base / "reports"
     args += ["--json", str(reports / "sweep.json"), "--junit", str(reports / "sweep.xml")]
-    args += ["--html", str(reports / "sweep.html")]
+    args += ["--html", str(reports / "sweep.html"), "--stryker", str(reports / "stryker.json")]
     result = CliRunner().invoke(sweep_app, args)
     return Swept(
         root, base / "work", base / "state.json", reports, result.exit_code, result.output, before, tree_digest(root)

@@ -65,8 +65,9 @@ def test_survivor_carries_its_diff_and_anchor(swept) -> None:
     assert survivor is not None and survivor.function == "bonus_len" and survivor.line == 14
     assert "-    return num_accepted + 1\n+    return num_accepted + 2" in survivor.diff
     assert (survivor.anchor, survivor.replacement) == ("    return num_accepted + 1", "    return num_accepted + 2")
-    assert "bonus_len has 1 surviving operator mutant and no registered mutation" in swept.output
-    assert "untested: 2 mutants no gate reaches (no tests)" in swept.output
+    rows = [" ".join(line.replace("│", " ").split()) for line in swept.output.splitlines()]
+    assert "toyrunner/accept.py bonus_len 1 0 none" in rows  # survived, no tests, registered mutations
+    assert "toyrunner/accept.py untested 0 2 none" in rows
 
 
 def test_working_tree_is_byte_identical(swept) -> None:
@@ -75,7 +76,15 @@ def test_working_tree_is_byte_identical(swept) -> None:
 
 def test_reports_keep_the_verify_schema_with_a_sweep_section(swept) -> None:
     data = json.loads((swept.reports / "sweep.json").read_text())
-    assert data["schema"] == "dflash-verify/1" and data["mutations"] == []
+    assert data["schema"] == "dflash-verify/1" and data["generated"] is True
+    mutations = {m["name"]: m for m in data["mutations"]}
+    assert {name: m["status"] for name, m in mutations.items()} == {
+        key: str(Status.SURVIVED if label == NO_TESTS else label) for key, label in EXPECTED.items()
+    }
+    # The gates mutmut ran against each mutant (its stats run): none for a no-tests one.
+    assert mutations[SURVIVOR]["ran"] == ["tests/gates/test_accept.py::test_bonus_is_more_than_accepted"]
+    assert mutations["toyrunner.accept.x_untested__mutmut_1"]["ran"] == []
+    assert data["verdict"]["result"] == "FAIL" and data["verdict"]["score"] == pytest.approx(10 / 13)
     assert [(m["name"], m["function"]) for m in data["catalog"]] == [
         ("accept-on-mismatch", "toyrunner/accept.py:num_accepted")
     ]
@@ -84,13 +93,19 @@ def test_reports_keep_the_verify_schema_with_a_sweep_section(swept) -> None:
     assert functions["bonus_len"]["counts"] == {"killed": 1, "survived": 1}
     assert (data["sweep"]["num_decorated"], data["sweep"]["num_undecorated"]) == (0, 1)
     assert data["sweep"]["num_undecorated_mutants"] == 2
-    suites = ET.parse(swept.reports / "sweep.xml").getroot()
-    failures = {case.get("name"): case.find("failure") for case in suites.iter("testcase")}
-    assert failures[f"bonus_len {SURVIVOR}"].get("type") == "survived"
-    assert failures["num_accepted toyrunner.accept.x_num_accepted__mutmut_1"] is None
+    suite = ET.parse(swept.reports / "sweep.xml").getroot()
+    failures = {case.get("name"): case.find("failure") for case in suite.iter("testcase")}
+    assert failures[SURVIVOR].get("type") == "survived" and "+    return num_accepted + 2" in failures[SURVIVOR].text
+    assert failures["toyrunner.accept.x_num_accepted__mutmut_1"] is None
+    assert suite.get("failures") == "3"  # the survivor and the two no-tests mutants
     page = (swept.reports / "sweep.html").read_text()
-    assert "Survivors (1)" in page and "No tests (2)" in page and "Ignored as equivalent (1)" in page
+    assert "<h1>dflash sweep</h1>" in page and "<h2>Functions with survivors</h2>" in page
     assert "[[equivalent]]\nmodule = &quot;toyrunner/accept.py&quot;\nfunction = &quot;bonus_len&quot;" in page
+    stryker = json.loads((swept.reports / "stryker.json").read_text())
+    mutants = {m["id"]: m for m in stryker["files"][MODULE]["mutants"]}
+    assert mutants[SURVIVOR]["status"] == "Survived" and mutants[SURVIVOR]["location"]["start"]["line"] == 14
+    assert mutants["toyrunner.accept.x_untested__mutmut_1"]["status"] == "NoCoverage"
+    assert mutants["toyrunner.accept.x_scale__mutmut_1"]["status"] == "Ignored"
 
 
 def test_promoted_survivor_is_a_mutation_the_verify_engine_applies(swept, toy: Path) -> None:

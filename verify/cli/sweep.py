@@ -8,6 +8,7 @@ exit code mutmut cannot classify), as in `dflash verify`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -57,9 +58,9 @@ State = Annotated[Path | None, typer.Option(help="Where the sweep is saved for p
 
 
 def _fail(message: str, code: int = EXIT_INPUT) -> typer.Exit:
-    from verify.sweep import render as sweep_render
+    from verify.report.terminal import render_error
 
-    sweep_render.render_error(message)
+    render_error(message)
     return typer.Exit(code)
 
 
@@ -98,17 +99,23 @@ def sweep(
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the JSON report here.")] = None,
     junit: Annotated[Path | None, typer.Option(help="Write a JUnit XML report here.")] = None,
     html: Annotated[Path | None, typer.Option(help="Write an HTML report here.")] = None,
+    stryker: Annotated[
+        Path | None, typer.Option(help="Write a Stryker mutation-testing-elements JSON report here.")
+    ] = None,
     state: State = None,
     workdir: Annotated[Path | None, typer.Option(help="Make (and keep) the private copy here.")] = None,
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
+    from verify.cli.reporting import run_info
+    from verify.report.summary import judge
     from verify.run.settings import ConfigError, load_config, load_mutations
     from verify.sweep import equivalents
     from verify.sweep import render as sweep_render
     from verify.sweep import report as sweep_report
     from verify.sweep.driver import DEFAULT_JOBS, SweepConfig, SweepInputError, parse_budget, run_sweep
     from verify.sweep.result import SweepOutcome
+    from verify.sweep.verdicts import to_run_report
 
     try:
         project = load_config(root)
@@ -130,19 +137,23 @@ def sweep(
             result = run_sweep(config, on_progress)
     except (ConfigError, SweepInputError, equivalents.EquivalentsError) as error:
         raise _fail(str(error)) from None
-    sweep_report.write_json(state or sweep_report.default_state_path(project.root), result, catalog)
-    if json_path:
-        sweep_report.write_json(json_path, result, catalog, verify_data)
-    if junit:
-        sweep_report.write_junit(junit, result)
-    if html:
-        sweep_report.write_html(html, result, catalog)
-    sweep_render.render_result(result, sweep_report.summarise(result, catalog))
+    settings = {"paths": list(config.paths), "jobs": config.jobs, "budget_s": config.budget_s, "fail_under": fail_under,
+                "changed_since": changed_since, "equivalents": str(config.equivalents)}  # fmt: skip
+    info = dataclasses.replace(
+        run_info(project.root, settings, round(result.wall_s, 3), fail_under), title="dflash sweep"
+    )
+    sweep_report.write_json(state or sweep_report.default_state_path(project.root), result, catalog, info=info)
+    written = sweep_report.write_reports(result, catalog, info, (json_path, junit, html, stryker), verify_data)
+    # The sweep in `dflash verify`'s verdict model: the terminal, every file and the exit code judge it alike.
+    report, details = to_run_report(result)
+    verdict = judge(report, fail_under)
+    tables = sweep_report.tables(result, catalog)
+    sweep_render.render_result(result, report, details, tables, verdict, written)
     if result.outcome == SweepOutcome.FAILED:
         raise typer.Exit(EXIT_HARNESS)
-    if result.outcome == SweepOutcome.INTERRUPTED or result.score < fail_under:
+    if verdict.failures:  # the score under --fail-under, or interrupted
         raise typer.Exit(EXIT_FAIL)
-    if result.count("error"):  # as `dflash verify`: a mutant with no verdict is outside the score, never a pass
+    if report.errors:  # as `dflash verify`: a mutant with no verdict is outside the score, never a pass
         raise typer.Exit(EXIT_NO_VERDICT)
 
 

@@ -178,13 +178,24 @@ def _function_sources(key: str, mutated_file: Path) -> tuple[str, str]:
     return orig, mutant
 
 
+def _gates_by_function(copy: Path) -> dict[str, tuple[str, ...]]:
+    """mutmut's stats: the tests (the gates' node ids) that call each mangled function, the ones it runs against
+    that function's mutants; empty when mutmut never got as far as its stats run."""
+    try:
+        stats = json.loads((copy / "mutants" / "mutmut-stats.json").read_text("utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return {name: tuple(sorted(tests)) for name, tests in stats.get("tests_by_mangled_function_name", {}).items()}
+
+
 def read_mutants(
     copy: Path, modules: tuple[str, ...], originals: Mapping[str, str] | None = None
 ) -> tuple[SweepMutant, ...]:
-    """Every mutant of `modules` in `copy/mutants`, with a diff and anchor for the ones a report shows, placed
-    in `originals` (the project's own text, module -> source) when given: the copy's text may differ from the
-    project's (decorators spelt as assignments), the function bodies never do."""
+    """Every mutant of `modules` in `copy/mutants`, with the gates that ran against it, and a diff and anchor for
+    the ones a report shows, placed in `originals` (the project's own text, module -> source) when given: the
+    copy's text may differ from the project's (decorators spelt as assignments), the function bodies never do."""
     mutants = []
+    gates = _gates_by_function(copy)
     for module in modules:
         meta = copy / "mutants" / f"{module}.meta"
         if not meta.is_file():
@@ -198,5 +209,8 @@ def read_mutants(
                 change = sweep_source.change(module, source, function, orig, mutant)
             details: dict[str, Any] = asdict(change) if change is not None else {}
             reason = f"{word} (exit code {exit_code})" if status is Status.ERROR else ""
-            mutants.append(SweepMutant(key, module, function, status, exit_code, **details, reason=reason, mutmut=word))
+            ran = gates.get(key.partition("__mutmut_")[0], ()) if word != NO_TESTS else ()
+            mutants.append(
+                SweepMutant(key, module, function, status, exit_code, **details, reason=reason, mutmut=word, gates=ran)
+            )
     return tuple(mutants)

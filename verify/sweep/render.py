@@ -1,4 +1,5 @@
-"""The sweep on the terminal: a live progress display on stderr and the grouped report on stdout.
+"""The sweep on the terminal: a live progress display on stderr, and the report on stdout drawn by
+`verify.report.terminal` (the sweep's tables, survivors with their diffs, the summary and the verdict line).
 
 The only sweep module that imports rich; it renders records it is given and computes nothing itself.
 """
@@ -7,11 +8,10 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -21,14 +21,13 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.syntax import Syntax
-from rich.table import Table
 
+from verify.report.files import Detail, Table
 from verify.report.progress import eta_s, format_s, is_interactive
-from verify.report.terminal import STATUS_STYLE
-from verify.report.verdict import Status
-from verify.sweep.report import ModuleSummary
-from verify.sweep.result import LABELS, NO_TESTS, NOT_CHECKED, SweepOutcome, SweepProgress, SweepResult
+from verify.report.summary import Verdict
+from verify.report.terminal import render_summary, render_survivors, render_table, render_verdict
+from verify.report.verdict import RunReport
+from verify.sweep.result import SweepOutcome, SweepProgress, SweepResult
 
 
 @contextmanager
@@ -84,85 +83,31 @@ def _plain_lines(interval_s: float = 30.0) -> Callable[[SweepProgress], None]:
     return update
 
 
-def _summary(result: SweepResult) -> str:
-    # The same statuses, words and colours as `dflash verify`'s summary.
-    parts = [
-        f"[{STATUS_STYLE.get(label, 'yellow')}]{result.count(label)} {label}[/]"
-        for label in LABELS
-        if result.count(label)
-    ]
-    return (
-        f"[bold]dflash sweep[/] {result.outcome}: {', '.join(parts) or 'no mutants'}; "
-        f"score {result.score:.3f} over {result.num_scored} mutants in {result.wall_s:.1f}s "
-        f"({result.mutants_per_s:.2f} mutants/s, {result.num_jobs} jobs)"
-    )
-
-
-def render_result(result: SweepResult, modules: tuple[ModuleSummary, ...], console: Console | None = None) -> None:
+def render_result(
+    result: SweepResult,
+    report: RunReport,
+    details: Mapping[str, Detail],
+    tables: Sequence[Table],
+    verdict: Verdict,
+    reports: Sequence[str] = (),
+    console: Console | None = None,
+) -> None:
+    """The sweep's tables, each mutant no gate caught with its diff, then `dflash verify`'s summary, with its
+    verdict line last."""
     console = console or Console()
-    table = Table(title="Operator mutants by runner module", title_justify="left")
-    table.add_column("module", no_wrap=True)
-    for column in ("survived", "no tests", "killed", "equivalent", "uncovered", "error", "unchecked", "decorated"):
-        table.add_column(column, justify="right")
-    for module in modules:
-        table.add_row(
-            escape(module.module),
-            *(
-                str(module.count(s))
-                for s in (
-                    Status.SURVIVED,
-                    NO_TESTS,
-                    Status.KILLED,
-                    Status.EQUIVALENT,
-                    Status.UNCOVERED,
-                    Status.ERROR,
-                    NOT_CHECKED,
-                )
-            ),
-            str(len(module.decorated)),
-        )
-    console.print(table)
-    for module in modules:
-        gaps = [f for f in module.functions if f.count(Status.SURVIVED)]
-        no_tests = [f for f in module.functions if f.count(NO_TESTS)]
-        if not gaps and not no_tests:
-            continue
-        console.rule(f"[bold]{escape(module.module)}")
-        for function in gaps:
-            style = "bold red" if not function.registered else "red"
-            console.print(f"[{style}]{escape(function.headline)}[/]")
-            for mutant in function.mutants:
-                if mutant.label == Status.SURVIVED:
-                    console.print(f"  [dim]{escape(mutant.key)}[/] line {mutant.line}")
-                    console.print(Syntax(mutant.diff.rstrip("\n") or "(no diff)", "diff", theme="ansi_dark"))
-        for function in no_tests:
-            count = function.count(NO_TESTS)
-            console.print(f"[yellow]{escape(function.function)}: {count} mutants no gate reaches (no tests)[/]")
-        if module.decorated:
-            names = ", ".join(f"{d.function} (@{d.decorators[0]})" for d in module.decorated)
-            console.print(f"[dim]decorated, never mutated by mutmut: {escape(names)}[/]")
-    if result.undecorated:
-        names = ", ".join(f"{d.function} (@{d.decorators[0]})" for d in result.undecorated)
-        console.print(
-            f"{len(result.undecorated)} decorated function{'s' if len(result.undecorated) > 1 else ''} reached: "
-            f"{result.count_in(result.undecorated)} mutants in {escape(names)} (mutmut skips decorated functions; "
-            "the sweep's copy spells their decorators as assignments, `f = deco(f)`)",
-            highlight=False,
-        )
-    num_decorated = len(result.decorated)
-    if num_decorated:
-        console.print(
-            f"[yellow]{num_decorated} decorated function{'s' if num_decorated > 1 else ''} got no operator mutants "
-            "(a @staticmethod/@classmethod among other decorators, or a name defined twice, e.g. a property "
-            "setter)[/]"
-        )
+    for table in tables:
+        render_table(table, console)
+    render_survivors(report, details, console)
     if result.message and result.outcome != SweepOutcome.COMPLETE:
         console.print(result.message, style="yellow", markup=False, highlight=False)
-    console.print(_summary(result))
-
-
-def render_error(message: str, console: Console | None = None) -> None:
-    (console or Console(stderr=True)).print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    console.print(
+        f"\ndflash sweep {result.outcome}: {len(result.mutants)} mutants of {len(result.modules)} modules in "
+        f"{result.wall_s:.1f}s ({result.mutants_per_s:.2f} mutants/s, {result.num_jobs} jobs)",
+        style="dim",
+        highlight=False,
+    )
+    render_summary(report, verdict, console)
+    render_verdict(verdict, result.wall_s, reports, console)
 
 
 def render_note(message: str, console: Console | None = None) -> None:

@@ -1,6 +1,7 @@
 """A sweep's report: survivors grouped by runner module and function, each function mapped to the registered
-mutations whose anchor lies in it, and the JSON ("dflash-verify/1", with a `sweep` section), JUnit and HTML
-files written from that.
+mutations whose anchor lies in it, as the sweep's own tables, and the files: JSON ("dflash-verify/1", with a
+`sweep` section that `promote` reads back), JUnit, HTML and Stryker, each written by `verify.report` from the
+sweep in its verdict model (`verdicts.to_run_report`).
 
 Reads the runner source only to place catalog anchors; knows nothing of mutmut or of the terminal.
 """
@@ -8,23 +9,24 @@ Reads the runner source only to place catalog anchors; knows nothing of mutmut o
 from __future__ import annotations
 
 import hashlib
-import html
 import json
 import os
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-from xml.etree import ElementTree as ET
 
 from verify.mutation import Mutation
+from verify.report import files as report_files
+from verify.report.files import RunInfo, Table
+from verify.report.html import write_html
+from verify.report.junit import write_junit
+from verify.report.stryker import write_stryker
 from verify.report.verdict import Status
 from verify.run.apply import count_matches
 from verify.sweep import source as sweep_source
-from verify.sweep.equivalents import entry_toml
 from verify.sweep.result import (
-    LABELS,
     LEGACY,
     NO_TESTS,
     NOT_CHECKED,
@@ -33,8 +35,9 @@ from verify.sweep.result import (
     SweepOutcome,
     SweepResult,
 )
+from verify.sweep.verdicts import to_run_report
 
-SCHEMA = "dflash-verify/1"
+SCHEMA = report_files.SCHEMA
 
 
 def default_state_path(root: Path) -> Path:
@@ -107,25 +110,63 @@ def summarise(result: SweepResult, catalog: Mapping[str, Mutation]) -> tuple[Mod
     return tuple(summaries)
 
 
-def _skeleton(result: SweepResult) -> dict[str, Any]:
-    """A `dflash verify` report with no catalog run: every key its readers expect, empty."""
-    return {
-        "schema": SCHEMA,
-        "shard": "",
-        "interrupted": result.outcome == SweepOutcome.INTERRUPTED,
-        "baseline": {"status": "green", "gates": []},
-        "mutations": [],
-        "gates": [],
-        "score": result.score,
-        "required": [],
-        "pins": [],
-    }
+_COUNTED = (Status.SURVIVED, NO_TESTS, Status.KILLED, Status.EQUIVALENT, Status.UNCOVERED, Status.ERROR, NOT_CHECKED)
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def tables(result: SweepResult, catalog: Mapping[str, Mutation]) -> tuple[Table, ...]:
+    """What only a sweep knows, for the renderers to draw beside the verdicts: counts by module, and each function
+    with survivors beside the registered mutations that already touch it."""
+    modules = summarise(result, catalog)
+    notes = []
+    if result.undecorated:
+        names = ", ".join(f"{d.function} (@{d.decorators[0]})" for d in result.undecorated)
+        notes.append(
+            f"{_plural(len(result.undecorated), 'decorated function')} reached: {result.count_in(result.undecorated)} "
+            f"mutants in {names} (mutmut skips decorated functions; the sweep's copy spells their decorators as "
+            "assignments, `f = deco(f)`)"
+        )
+    if result.decorated:
+        names = ", ".join(f"{d.module}: {d.function} (@{', @'.join(d.decorators)})" for d in result.decorated)
+        notes.append(
+            f"{_plural(len(result.decorated), 'decorated function')} got no operator mutants (a @staticmethod/"
+            f"@classmethod among other decorators, or a name defined twice, e.g. a property setter): {names}"
+        )
+    by_module = Table(
+        "Operator mutants by module",
+        ("module", *(str(label) for label in _COUNTED), "decorated"),
+        tuple((m.module, *(str(m.count(label)) for label in _COUNTED), str(len(m.decorated))) for m in modules),
+        tuple(notes),
+    )
+    gaps = [f for m in modules for f in m.functions if f.count(Status.SURVIVED) or f.count(NO_TESTS)]
+    by_function = Table(
+        "Functions with survivors",
+        ("module", "function", "survived", NO_TESTS, "registered mutations"),
+        tuple(
+            (
+                f.module,
+                f.function,
+                *(str(f.count(label)) for label in (Status.SURVIVED, NO_TESTS)),
+                ", ".join(f.registered) or "none",
+            )
+            for f in gaps
+        ),
+    )
+    return (by_module, by_function) if gaps else (by_module,)
 
 
 def to_json(
-    result: SweepResult, catalog: Mapping[str, Mutation], verify_report: Mapping[str, Any] | None = None
+    result: SweepResult,
+    catalog: Mapping[str, Mutation],
+    verify_report: Mapping[str, Any] | None = None,
+    info: RunInfo | None = None,
 ) -> dict[str, Any]:
-    """The `dflash verify` JSON (`verify_report`'s catalog verdicts when given) plus `catalog` and `sweep`."""
+    """`dflash verify`'s JSON of the sweep in its verdict model (or, when given, `verify_report`: a catalog run's
+    verdicts) plus `catalog` (each registered mutation and the function it touches) and `sweep` (the sweep's own
+    record, which `result_from_json` reads back)."""
     modules = summarise(result, catalog)
     registered = registered_functions(Path(result.root), catalog)
     where = {name: f"{file}:{function}" for (file, function), names in registered.items() for name in names}
@@ -149,18 +190,23 @@ def to_json(
         "mutants_per_s": result.mutants_per_s,
         "functions": functions,
     }
-    data = dict(verify_report) if verify_report is not None else _skeleton(result)
+    if verify_report is not None:
+        data = dict(verify_report)
+    else:
+        data = report_files.to_json(*to_run_report(result), info)
     data["catalog"] = [asdict(m) | {"function": where.get(name, "")} for name, m in sorted(catalog.items())]
     data["sweep"] = sweep
     return data
 
 
-def _status_fields(mutant: Mapping[str, Any]) -> dict[str, Any]:
-    """The status (and mutmut's word) of a saved mutant, including one saved before the statuses were unified."""
+def _saved_fields(mutant: Mapping[str, Any]) -> dict[str, Any]:
+    """A saved mutant's fields that JSON does not give back as they were: its gates (a list there), and its status
+    (and mutmut's word), including one saved before the statuses were unified."""
+    gates = tuple(mutant.get("gates", ()))
     if mutant["status"] in LEGACY:
         status, word = LEGACY[mutant["status"]]
-        return {"status": status, "mutmut": word or mutant.get("mutmut", "")}
-    return {"status": Status(mutant["status"])}
+        return {"status": status, "mutmut": word or mutant.get("mutmut", ""), "gates": gates}
+    return {"status": Status(mutant["status"]), "gates": gates}
 
 
 def result_from_json(data: Mapping[str, Any]) -> SweepResult:
@@ -170,7 +216,7 @@ def result_from_json(data: Mapping[str, Any]) -> SweepResult:
     sweep = data["sweep"]
     fields = set(SweepMutant.__dataclass_fields__)
     mutants = tuple(
-        SweepMutant(**({k: v for k, v in m.items() if k in fields} | _status_fields(m))) for m in sweep["mutants"]
+        SweepMutant(**({k: v for k, v in m.items() if k in fields} | _saved_fields(m))) for m in sweep["mutants"]
     )
     decorated, undecorated = (
         tuple(DecoratedFunction(d["module"], d["function"], tuple(d["decorators"])) for d in sweep.get(key, ()))
@@ -195,97 +241,32 @@ def write_json(
     result: SweepResult,
     catalog: Mapping[str, Mutation],
     verify_report: Mapping[str, Any] | None = None,
+    info: RunInfo | None = None,
 ) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(to_json(result, catalog, verify_report), indent=2) + "\n", "utf-8")
+    path.write_text(json.dumps(to_json(result, catalog, verify_report, info), indent=2) + "\n", "utf-8")
 
 
-_JUNIT_FAILURES = {
-    str(Status.SURVIVED): "survived: every gate covering the function stayed green",
-    NO_TESTS: "no tests: no selected gate calls this function",
-}
-# As `dflash verify`'s JUnit: crashes and timeouts fail, stale and errors are errors, the excused are skipped.
-_JUNIT_SKIPS = {str(Status.EQUIVALENT), str(Status.UNCOVERED), str(Status.SKIPPED), NOT_CHECKED}
-
-
-def _is_junit_failure(mutant: SweepMutant) -> bool:
-    return mutant.label in _JUNIT_FAILURES or mutant.status in (Status.CRASHED, Status.TIMEOUT)
-
-
-def write_junit(path: Path, result: SweepResult) -> None:
-    """One test case per mutant, one suite per module: a survivor is a failure carrying its diff."""
-    root = ET.Element("testsuites", name="dflash sweep")
-    for module in result.modules:
-        mutants = [m for m in result.mutants if m.module == module]
-        suite = ET.SubElement(root, "testsuite", name=module, tests=str(len(mutants)))
-        for mutant in mutants:
-            case = ET.SubElement(suite, "testcase", classname=module, name=f"{mutant.function} {mutant.key}")
-            label = mutant.label
-            if _is_junit_failure(mutant):
-                failure = ET.SubElement(case, "failure", type=label)
-                failure.set("message", _JUNIT_FAILURES.get(label, label))
-                failure.text = mutant.diff
-            elif label in _JUNIT_SKIPS:
-                ET.SubElement(case, "skipped", message=mutant.reason or label)
-            elif mutant.status not in (Status.KILLED, Status.CAUGHT):
-                message = mutant.reason or label
-                ET.SubElement(case, "error", type=label, message=message).text = mutant.diff
-        suite.set("failures", str(sum(1 for m in mutants if _is_junit_failure(m))))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
-
-
-def _html_mutants(title: str, mutants: list[SweepMutant], offer_equivalent: bool = False) -> str:
-    if not mutants:
-        return ""
-    items = "".join(
-        f"<details><summary>{html.escape(m.module)}:{m.line} {html.escape(m.function)} "
-        f"<code>{html.escape(m.key)}</code>{' — ' + html.escape(m.reason) if m.reason else ''}</summary>"
-        f"<pre>{html.escape(m.diff)}</pre>"
-        + (
-            f"<p>If equivalent, add to the equivalents file:</p><pre>{html.escape(entry_toml(m))}</pre>"
-            if offer_equivalent
-            else ""
-        )
-        + "</details>"
-        for m in mutants
-    )
-    return f"<h2>{html.escape(title)} ({len(mutants)})</h2>{items}"
-
-
-def write_html(path: Path, result: SweepResult, catalog: Mapping[str, Mutation]) -> None:
-    """A self-contained page: the summary, the per-function table, then survivors' diffs."""
-    rows = "".join(
-        f"<tr><td>{html.escape(f.module)}</td><td>{html.escape(f.function)}</td>"
-        f"<td>{f.count(Status.SURVIVED)}</td><td>{f.count(NO_TESTS)}</td>"
-        f"<td>{f.count(Status.KILLED)}</td><td>{html.escape(', '.join(f.registered) or '—')}</td></tr>"
-        for m in summarise(result, catalog)
-        for f in m.functions
-    )
-    skipped = "".join(
-        f"<li>{html.escape(d.module)}: {html.escape(d.function)} ({html.escape(', '.join(d.decorators))})</li>"
-        for d in result.decorated
-    )
-    by = {label: [m for m in result.mutants if m.label == label] for label in LABELS}
-    body = (
-        f"<h1>dflash sweep: {result.outcome}</h1><p>score {result.score:.3f}: "
-        f"{result.count(Status.KILLED)} killed, {len(by[Status.SURVIVED])} survived, "
-        f"{len(by[NO_TESTS])} with no tests, {len(by[Status.EQUIVALENT])} ignored as equivalent, "
-        f"{len(by[Status.UNCOVERED])} uncovered on this machine, {len(by[Status.ERROR])} errors, "
-        f"{len(by[NOT_CHECKED])} not checked; {len(result.decorated)} decorated functions "
-        f"never mutated by mutmut; {len(result.undecorated)} decorated functions reached "
-        f"({result.count_in(result.undecorated)} mutants) with their decorators spelt as assignments in the "
-        f"sweep's copy.</p><pre>{html.escape(result.message)}</pre>"
-        "<table><tr><th>module</th><th>function</th><th>survived</th><th>no tests</th><th>killed</th>"
-        f"<th>registered mutations</th></tr>{rows}</table>"
-        + _html_mutants("Survivors", by[Status.SURVIVED], offer_equivalent=True)
-        + _html_mutants("No tests", by[NO_TESTS])
-        + _html_mutants("Ignored as equivalent", by[Status.EQUIVALENT])
-        + _html_mutants("Uncovered on this machine", by[Status.UNCOVERED])
-        + _html_mutants("Errors (no verdict)", by[Status.ERROR])
-        + (f"<h2>Decorated, never mutated ({len(result.decorated)})</h2><ul>{skipped}</ul>" if skipped else "")
-    )
-    style = "body{font-family:sans-serif}td,th{padding:2px 8px;text-align:left}pre{background:#f4f4f4}"
-    page = f"<!doctype html><html><head><meta charset='utf-8'><title>dflash sweep</title><style>{style}</style>"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(page + f"</head><body>{body}</body></html>\n", "utf-8")
+def write_reports(
+    result: SweepResult,
+    catalog: Mapping[str, Mutation],
+    info: RunInfo,
+    paths: Sequence[Path | None],
+    verify_report: Mapping[str, Any] | None = None,
+) -> list[str]:
+    """Write each requested format ((json, junit, html, stryker), None to skip) with `verify.report`'s writers,
+    the HTML with the sweep's tables; return the paths written."""
+    report, details = to_run_report(result)
+    json_path, junit, html, stryker = paths
+    written = []
+    for path, write in (
+        (json_path, lambda p: write_json(p, result, catalog, verify_report, info)),
+        (junit, lambda p: write_junit(report, p, details, info)),
+        (html, lambda p: write_html(report, p, details, info, tables(result, catalog))),
+        (stryker, lambda p: write_stryker(report, p, details, Path(result.root), info)),
+    ):
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write(path)
+            written.append(str(path))
+    return written

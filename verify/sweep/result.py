@@ -17,13 +17,6 @@ from verify.report.verdict import Status
 # report, so they have labels of their own: a survivor no selected gate calls, and a mutant never checked.
 NO_TESTS = "no tests"  # status survived: no selected gate calls the function, so nothing could kill it
 NOT_CHECKED = "not checked"  # status skipped: the budget or an interrupt stopped the sweep first
-# Every label a report shows, in the order it lists them.
-LABELS: tuple[str, ...] = (
-    *(str(s) for s in (Status.KILLED, Status.CAUGHT, Status.CRASHED, Status.TIMEOUT, Status.SURVIVED)),
-    NO_TESTS,
-    *(str(s) for s in (Status.ERROR, Status.STALE, Status.EQUIVALENT, Status.UNCOVERED, Status.SKIPPED)),
-    NOT_CHECKED,
-)
 # Sweep results saved before the statuses were unified (mutmut's own words) read back as (status, label).
 LEGACY: dict[str, tuple[Status, str]] = {
     "no_tests": (Status.SURVIVED, NO_TESTS),
@@ -60,6 +53,7 @@ class SweepMutant:
     replacement: str = ""
     reason: str = ""  # why it is equivalent or uncovered, or what mutmut said when it gave no verdict
     mutmut: str = ""  # mutmut's own word for it ("no tests", "suspicious", "caught by type check", ...)
+    gates: tuple[str, ...] = ()  # the gates mutmut ran against it: those that call its function (its stats run)
 
     @property
     def is_caught(self) -> bool:
