@@ -43,11 +43,14 @@ class StackedWeights:
 def rms_normalize(x: torch.Tensor, eps: float) -> torch.Tensor:
     """RMSNorm without its weight, in float32 whatever the dtype (as Qwen3 does); the caller multiplies.
 
-    Written out rather than F.rms_norm: on CPU that op is a slower composite of the same steps.
+    float32 takes torch's one-op rms_norm (bit-identical to the written-out steps on the fixtures, and ~3% of a
+    CPU decode step faster in torch 2.13, interleaved A/B); other dtypes are upcast, normalised and cast back.
     """
-    y = x if x.dtype == torch.float32 else x.float()
+    if x.dtype == torch.float32:
+        return F.rms_norm(x, x.shape[-1:], None, eps)
+    y = x.float()
     y = y * y.pow(2).mean(-1, keepdim=True).add_(eps).rsqrt_()
-    return y if y.dtype == x.dtype else y.to(x.dtype)
+    return y.to(x.dtype)
 
 
 class RMSNorm(nn.Module):
@@ -57,6 +60,8 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == self.weight.dtype == torch.float32:
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)  # the weight applied inside: one op
         return self.weight * rms_normalize(x, self.eps)
 
 
