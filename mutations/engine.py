@@ -102,4 +102,24 @@ register(
         replacement="return [r for r in self.records if r.request_id == request_id][1:]",
         expect_killed_by=("tests/gates/test_gate_trace.py::test_trace_agrees_with_outputs",),
     ),
+    Mutation(
+        name="paged-draft-falls-back-to-dense",
+        bug_class="A paged engine drafts through the dense path (the store never written, the context recomputed "
+        "from a history): every token stays right, only the memory and time a paged store exists to save are lost.",
+        file="runner/engine.py",
+        anchor='store = self.draft_store if self.config.draft_attention == "paged" else None',
+        replacement="store = None",
+        expect_killed_by=("tests/gates/test_gate_lifecycle.py::test_paged_engine_drafts_from_its_paged_store",),
+    ),
+    Mutation(
+        name="abort-keeps-running-row",
+        bug_class="Aborting a running request marks it aborted but leaves it in its row: its pages stay held and "
+        "it keeps being decoded beside the others.",
+        file="runner/engine.py",
+        anchor="self._retire()  # running: released and compacted away like a request that finished",
+        replacement="pass",
+        expect_killed_by=(
+            "tests/gates/test_gate_lifecycle.py::test_aborted_requests_release_everything_and_survivors_run_as_alone",
+        ),
+    ),
 )
