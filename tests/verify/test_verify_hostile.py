@@ -189,6 +189,15 @@ def test_a_gate_failing_one_run_in_three_is_flaky_and_its_kills_do_not_count(tmp
     assert statuses["assertion-kill"].status is Status.KILLED
     assert "test_flaky" not in " ".join(statuses["assertion-kill"].killed_by)
     assert "flaky" in result.output
+    # The same tree again, verdicts from the cache: the flaky gate is still flaky and its kill still void (a
+    # cached result must not turn what the flake check found back into a kill).
+    again = cli("--project", str(root), "--json", str(tmp_path / "r2.json"))
+    second = read_json(tmp_path / "r2.json")[0]
+    assert [g for g, _ in second.flaky_gates] == ["tests/gates/test_flaky.py::test_sometimes"], again.output
+    cached = {r.name: r for r in second.mutations}
+    assert all(r.cached for r in cached.values()), again.output
+    assert cached["changes-nothing"].status is Status.SURVIVED, again.output
+    assert "test_flaky" not in " ".join(cached["assertion-kill"].killed_by)
 
 
 def test_sigterm_kills_every_child_cleans_up_and_the_next_run_resumes(tmp_path) -> None:

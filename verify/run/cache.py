@@ -101,6 +101,14 @@ class ResultCache:
         if result.status.is_final:
             self._write(key, dataclasses.asdict(result))
 
+    def get_gate_checks(self, tree: str) -> dict[str, str]:
+        """The gates this tree's flake checks re-ran: {gate id: "" when green on every re-run, else why not}."""
+        checks = (self._read(f"gatechecks-{tree}") or {}).get("gates", {})
+        return {str(g): str(why) for g, why in checks.items()} if isinstance(checks, dict) else {}
+
+    def put_gate_checks(self, tree: str, checks: dict[str, str]) -> None:
+        self._write(f"gatechecks-{tree}", {"gates": {**self.get_gate_checks(tree), **checks}})
+
     def get_self_check(self, tree: str) -> bool:
         return bool((self._read(f"selfcheck-{tree}") or {}).get("passed"))
 

@@ -200,17 +200,25 @@ def _mutations(run: _Run, ex: Executor, planned: list[_Planned], progress: Progr
     ex.run(jobs, num_jobs, second_done)
 
 
-def _flake_check(run: _Run, ex: Executor, fresh: set[str], progress: Progress) -> None:
-    red = {g for name in fresh for g in (o.gate_id for o in run.results[name].outcomes if o.outcome.is_red)}
-    run.flaky = find_flaky(ex, run.baseline, red, run.options.jobs or run.config.num_jobs, progress)
+def _flake_check(run: _Run, ex: Executor, tree: str, progress: Progress) -> None:
+    """Re-runs on the pristine tree every gate that turned any result red, fresh or from the cache, unless an
+    earlier run's flake check already re-ran it on this tree (its finding is kept in the cache: a kill cached
+    before its gate was found flaky must not come back as a kill on the next run). Rejudges every result a
+    flaky gate turned red."""
+    known = run.cache.get_gate_checks(tree)
+    red = {o.gate_id for result in run.results.values() for o in result.outcomes if o.outcome.is_red}
+    found = find_flaky(ex, run.baseline, red - set(known), run.options.jobs or run.config.num_jobs, progress)
+    checked = {gate_id: found.get(gate_id, "") for gate_id in red - set(known)}
+    run.cache.put_gate_checks(tree, checked)  # only once every re-run finished: an interrupt leaves it unchecked
+    run.flaky = {gate_id: why for gate_id, why in {**known, **checked}.items() if why and gate_id in red}
     if not run.flaky:
         return
     flaky = frozenset(run.flaky)
-    for name in fresh:
-        result = run.results[name]
+    for name, result in list(run.results.items()):
         if any(o.gate_id in flaky for o in result.outcomes):
             rejudged = verdict(result.name, result.outcomes, result.ran, result.duration_s, result.attempts, flaky)
-            run.results[name] = rejudged  # never cached: a flaky gate makes this tree's verdicts provisional
+            # Never cached: a flaky gate makes this tree's verdicts provisional.
+            run.results[name] = dataclasses.replace(rejudged, cached=result.cached)
     run.on_report(run.report())
 
 
@@ -236,7 +244,7 @@ def run_verify(
         planned = _plan(run, coverage_map, tree, changed)
         try:
             _mutations(run, ex, planned, progress)
-            _flake_check(run, ex, {p.mutation.name for p in planned if p.mutation.name in run.results}, progress)
+            _flake_check(run, ex, tree, progress)
         except KeyboardInterrupt as error:
             run.interrupted_by = interrupt_signal(error)
     if not run.interrupted_by and cache_mod.tree_digest(config) != tree:
