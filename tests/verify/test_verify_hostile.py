@@ -200,6 +200,23 @@ def test_a_gate_failing_one_run_in_three_is_flaky_and_its_kills_do_not_count(tmp
     assert "test_flaky" not in " ".join(cached["assertion-kill"].killed_by)
 
 
+def test_first_kill_by_a_flaky_gate_runs_the_mutant_on_past_it(tmp_path, cli, monkeypatch) -> None:
+    # A gate green on the two unmutated runs that then fails every other run. It is the fastest gate reaching
+    # `assertion-kill`, so first-kill mode stops that mutant at its red; the flake check then finds it flaky.
+    # Judged on the gates before it alone, the mutant would "survive"; it must run on and die to test_add.
+    monkeypatch.setenv("HOSTILE_COUNTER", str(tmp_path / "counter"))
+    root = _write_project(tmp_path / "p", ["assertion-kill"], flaky=True, jobs=1, gate_sleep=0.3)
+    gate = root / "tests" / "gates" / "test_flaky.py"
+    gate.write_text(gate.read_text().replace("count < 3 or count % 3 != 0", "count < 2 or count % 2 != 0"))
+    result = cli("--project", str(root), "--first-kill", "--json", str(tmp_path / "r.json"))
+    report = read_json(tmp_path / "r.json")[0]
+    assert [g for g, _ in report.flaky_gates] == ["tests/gates/test_flaky.py::test_sometimes"], result.output
+    (mutant,) = report.mutations
+    assert mutant.outcomes[0].gate_id.endswith("test_sometimes"), "the flaky gate did not run first"
+    assert mutant.status is Status.KILLED, result.output
+    assert mutant.killed_by == ("tests/gates/test_core.py::test_add",)
+
+
 def test_sigterm_kills_every_child_cleans_up_and_the_next_run_resumes(tmp_path) -> None:
     names = ["assertion-kill", "changes-nothing", "runtime-error", "writes-into-tree", "system-exit"]
     root = _write_project(tmp_path / "p", names, jobs=1, gate_sleep=1.5)

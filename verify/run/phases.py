@@ -1,4 +1,5 @@
-"""The verify run: baseline, harness self-check, every selected mutation, then the flake check, in that order.
+"""The verify run: baseline, harness self-check, every selected mutation, then the flake check, in that order
+(first-kill mode: then the mutants a flaky gate stopped, on past it).
 
 Each mutation runs in a fresh child against the gates that reach its lines (`verify.run.judge` says when a
 second child is needed and what two attempts mean). Every final verdict goes into the cache and the
@@ -25,15 +26,7 @@ from verify.run.probe import check_sources_imported
 from verify.run.selection import RunOptions, SelectionError, Shard, select
 from verify.run.settings import ProjectConfig
 
-__all__ = [
-    "BaselineError",
-    "HarnessError",
-    "Progress",
-    "RunOptions",
-    "SelectionError",
-    "Shard",
-    "run_verify",
-]
+__all__ = ["BaselineError", "HarnessError", "Progress", "RunOptions", "SelectionError", "Shard", "run_verify"]
 
 
 class _Silent:
@@ -69,6 +62,7 @@ class _Run:
     flaky: dict[str, str] = dataclasses.field(default_factory=dict)
     interrupted_by: str = ""
     harness_errors: tuple[str, ...] = ()
+    plans: dict[str, _Planned] = dataclasses.field(default_factory=dict)  # every mutation a gate reaches
 
     def add(self, result: MutationResult, key: str = "") -> None:
         self.results[result.name] = result
@@ -118,13 +112,15 @@ def _plan(run: _Run, coverage: CoverageMap, tree: str, changed: set[str] | None)
             run.add(MutationResult(mutation.name, Status.SKIPPED, reason=reason))
         elif not gate_ids:
             run.add(MutationResult(mutation.name, Status.SURVIVED, reason="no gate reaches the mutated lines"), key)
-        elif (hit := run.cache.get(key) or run.cache.get(full_key)) is not None:
-            run.add(hit)
         else:
             timeout = budget(run.config, baseline, gate_ids)
             if options.first_kill:
                 gate_ids = _kill_order(gate_ids, mutation.expect_killed_by, baseline)
-            planned.append(_Planned(mutation, applied, key, gate_ids, timeout))
+            run.plans[mutation.name] = plan = _Planned(mutation, applied, key, gate_ids, timeout)
+            if (hit := run.cache.get(key) or run.cache.get(full_key)) is not None:
+                run.add(hit)
+            else:
+                planned.append(plan)
     # The slowest first: a long mutant started last would leave every other worker idle at the end.
     return sorted(planned, key=lambda p: -p.timeout_s)
 
@@ -222,6 +218,51 @@ def _flake_check(run: _Run, ex: Executor, tree: str, progress: Progress) -> None
     run.on_report(run.report())
 
 
+def _past_flaky(run: _Run, ex: Executor, progress: Progress) -> None:
+    """First-kill mode: a mutant that stopped at a gate later found flaky was judged on the gates before it
+    alone, so its "survived" would be the flaky gate's doing. It runs again on the gates it never reached (the
+    flaky ones left out), a crash or hang confirmed as in the mutation phase."""
+    if not run.options.first_kill or not run.flaky:
+        return
+    flaky = frozenset(run.flaky)
+    redo: dict[str, tuple[_Planned, tuple[str, ...]]] = {}
+    for name, result in run.results.items():
+        plan = run.plans.get(name)
+        if plan is None or result.status is not Status.SURVIVED:
+            continue
+        if not any(o.gate_id in flaky and o.outcome.is_red for o in result.outcomes):
+            continue
+        done = {o.gate_id for o in result.outcomes}
+        rest = tuple(g for g in plan.gate_ids if g not in flaky and g not in done)
+        if rest:
+            redo[name] = (plan, rest)
+    if not redo:
+        return
+
+    def jobs(names: list[str], scale: float) -> list[Job]:
+        return [
+            Job(name, rest, budget(run.config, run.baseline, rest) * scale,
+                ((plan.applied.file, plan.applied.mutated),), stop_after=_pinned(rest, plan.mutation.expect_killed_by))
+            for name, (plan, rest) in ((n, redo[n]) for n in names)
+        ]  # fmt: skip
+
+    num_jobs = run.options.jobs or run.config.num_jobs
+    progress.phase("past flaky gates", len(redo))
+    first = {r.key: r for r in ex.run(jobs(list(redo), 1.0), num_jobs, lambda r: progress.advance(r.key))}
+    again = [name for name, result in first.items() if needs_second_attempt(result.outcomes)]
+    # A crash or hang is confirmed by a second child before it counts, a hang with twice the budget.
+    second = {r.key: r for r in ex.run(jobs(again, 2.0), num_jobs)} if again else {}
+    for name, job in first.items():
+        old = run.results[name]
+        later = resolve(job.outcomes, second[name].outcomes if name in second else None)
+        outcomes = old.outcomes + later
+        duration = old.duration_s + job.duration_s + (second[name].duration_s if name in second else 0.0)
+        attempts = old.attempts + 1 + (name in second)
+        rejudged = verdict(name, outcomes, tuple(o.gate_id for o in outcomes), duration, attempts, flaky)
+        run.results[name] = rejudged  # never cached: a flaky gate makes this tree's verdicts provisional
+    run.on_report(run.report())
+
+
 def run_verify(
     config: ProjectConfig,
     mutations: Mapping[str, Mutation],
@@ -245,6 +286,7 @@ def run_verify(
         try:
             _mutations(run, ex, planned, progress)
             _flake_check(run, ex, tree, progress)
+            _past_flaky(run, ex, progress)
         except KeyboardInterrupt as error:
             run.interrupted_by = interrupt_signal(error)
     if not run.interrupted_by and cache_mod.tree_digest(config) != tree:
