@@ -3,9 +3,10 @@
 Aborting a queued or a running request frees its pages, takes it out of the engine, records `abort`, and
 leaves every other request drafting and decoding exactly as it would alone (an abort compacts the rows, as a
 finish does). `abort_all` leaves an idle engine that serves the next call like a fresh one. A finished
-request's output is kept until popped, once. With paged draft attention (the default) every stored context
-position's K/V sits in the draft store and the dense history stays unused: a silent fall back to the dense
-path keeps every token right and is seen only here.
+request's output is kept until popped, once. A stop token sampled at prefill ends its request there. With
+paged draft attention (the default) every stored context position's K/V sits in the draft store and the
+dense history stays unused: a silent fall back to the dense path keeps every token right and is seen only
+here.
 """
 
 from __future__ import annotations
@@ -109,3 +110,16 @@ def test_paged_engine_drafts_from_its_paged_store(prompts: list[list[int]]) -> N
                     )
             checked += 1
     assert checked >= 6, f"only {checked} rows with a stored context checked"
+
+
+def test_a_stop_token_sampled_at_prefill_ends_the_request_there(prompts: list[list[int]]) -> None:
+    engine = make_engine(max_num_seqs=2, page_size=4, num_pages=64)
+    firsts = [out.token_ids[0] for out in engine.generate(prompts[:2], greedy(max_tokens=MAX_TOKENS))]
+    stopped, other = engine.generate(
+        prompts[:2], [greedy(max_tokens=MAX_TOKENS, stop_token_ids=(firsts[0],)), greedy(max_tokens=MAX_TOKENS)]
+    )
+    assert list(stopped.token_ids) == [firsts[0]] and stopped.finish_reason == FinishReason.STOP, (
+        f"a stop token sampled at prefill: {list(stopped.token_ids)}, {stopped.finish_reason}"
+    )
+    assert other.token_ids[0] == firsts[1] and len(other.token_ids) > 1
+    _pools_free(engine)
