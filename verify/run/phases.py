@@ -138,10 +138,17 @@ def _kill_order(gate_ids: tuple[str, ...], pins: tuple[str, ...], baseline: Base
     return (*pinned, *rest)
 
 
-def _stop_after(run: _Run, item: _Planned) -> tuple[str, ...] | None:
-    if not run.options.first_kill:
-        return None
-    return _pinned(item.gate_ids, item.mutation.expect_killed_by)
+def _job(run: _Run, item: _Planned, gate_ids: tuple[str, ...], timeout_s: float) -> Job:
+    """A child running `gate_ids` against the mutant; in first-kill mode it stops at the first kill once the
+    pinned gates among them ran."""
+    stop_after = _pinned(gate_ids, item.mutation.expect_killed_by) if run.options.first_kill else None
+    mutated = ((item.applied.file, item.applied.mutated),)
+    return Job(item.mutation.name, gate_ids, timeout_s, mutated, stop_after=stop_after)
+
+
+def _confirm_budget(timeout_s: float, first: JobResult) -> float:
+    """A crash is confirmed with the same budget, a hang with twice it."""
+    return timeout_s * (2 if any(o.outcome is Outcome.TIMEOUT for o in first.outcomes) else 1)
 
 
 def _judge(run: _Run, item: _Planned, second: JobResult | None) -> MutationResult:
@@ -171,12 +178,7 @@ def _mutations(run: _Run, ex: Executor, planned: list[_Planned], progress: Progr
             run.add(_judge(run, item, None), item.key)
 
     progress.phase("mutations", len(planned))
-    jobs = [
-        Job(p.mutation.name, p.gate_ids, p.timeout_s, ((p.applied.file, p.applied.mutated),),
-            stop_after=_stop_after(run, p))
-        for p in planned
-    ]  # fmt: skip
-    ex.run(jobs, num_jobs, first_done)
+    ex.run([_job(run, p, p.gate_ids, p.timeout_s) for p in planned], num_jobs, first_done)
     if not again:
         return
 
@@ -189,10 +191,7 @@ def _mutations(run: _Run, ex: Executor, planned: list[_Planned], progress: Progr
     jobs = []
     for item in again:
         assert item.first is not None
-        hung = any(o.outcome is Outcome.TIMEOUT for o in item.first.outcomes)
-        timeout = item.timeout_s * (2 if hung else 1)
-        mutated = ((item.applied.file, item.applied.mutated),)
-        jobs.append(Job(item.mutation.name, item.gate_ids, timeout, mutated, stop_after=_stop_after(run, item)))
+        jobs.append(_job(run, item, item.gate_ids, _confirm_budget(item.timeout_s, item.first)))
     ex.run(jobs, num_jobs, second_done)
 
 
@@ -203,8 +202,9 @@ def _flake_check(run: _Run, ex: Executor, tree: str, progress: Progress) -> None
     flaky gate turned red."""
     known = run.cache.get_gate_checks(tree)
     red = {o.gate_id for result in run.results.values() for o in result.outcomes if o.outcome.is_red}
-    found = find_flaky(ex, run.baseline, red - set(known), run.options.jobs or run.config.num_jobs, progress)
-    checked = {gate_id: found.get(gate_id, "") for gate_id in red - set(known)}
+    unchecked = red - set(known)
+    found = find_flaky(ex, run.baseline, unchecked, run.options.jobs or run.config.num_jobs, progress)
+    checked = {gate_id: found.get(gate_id, "") for gate_id in unchecked}
     run.cache.put_gate_checks(tree, checked)  # only once every re-run finished: an interrupt leaves it unchecked
     run.flaky = {gate_id: why for gate_id, why in {**known, **checked}.items() if why and gate_id in red}
     if not run.flaky:
@@ -239,19 +239,15 @@ def _past_flaky(run: _Run, ex: Executor, progress: Progress) -> None:
     if not redo:
         return
 
-    def jobs(names: list[str], scale: float) -> list[Job]:
-        return [
-            Job(name, rest, budget(run.config, run.baseline, rest) * scale,
-                ((plan.applied.file, plan.applied.mutated),), stop_after=_pinned(rest, plan.mutation.expect_killed_by))
-            for name, (plan, rest) in ((n, redo[n]) for n in names)
-        ]  # fmt: skip
-
     num_jobs = run.options.jobs or run.config.num_jobs
+    timeouts = {name: budget(run.config, run.baseline, rest) for name, (_, rest) in redo.items()}
     progress.phase("past flaky gates", len(redo))
-    first = {r.key: r for r in ex.run(jobs(list(redo), 1.0), num_jobs, lambda r: progress.advance(r.key))}
-    again = [name for name, result in first.items() if needs_second_attempt(result.outcomes)]
-    # A crash or hang is confirmed by a second child before it counts, a hang with twice the budget.
-    second = {r.key: r for r in ex.run(jobs(again, 2.0), num_jobs)} if again else {}
+    jobs = [_job(run, plan, rest, timeouts[name]) for name, (plan, rest) in redo.items()]
+    first = {r.key: r for r in ex.run(jobs, num_jobs, lambda r: progress.advance(r.key))}
+    # A crash or hang is confirmed by a second child before it counts, as in the mutation phase.
+    again = [_job(run, redo[name][0], redo[name][1], _confirm_budget(timeouts[name], result))
+             for name, result in first.items() if needs_second_attempt(result.outcomes)]  # fmt: skip
+    second = {r.key: r for r in ex.run(again, num_jobs)} if again else {}
     for name, job in first.items():
         old = run.results[name]
         later = resolve(job.outcomes, second[name].outcomes if name in second else None)
