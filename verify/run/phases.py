@@ -44,6 +44,7 @@ class _Planned:
     key: str
     gate_ids: tuple[str, ...]
     timeout_s: float
+    expected_s: float  # what the child should take, from the baseline: the slowest are started first
     first: JobResult | None = None
 
 
@@ -116,13 +117,14 @@ def _plan(run: _Run, coverage: CoverageMap, tree: str, changed: set[str] | None)
             timeout = budget(run.config, baseline, gate_ids)
             if options.first_kill:
                 gate_ids = _kill_order(gate_ids, mutation.expect_killed_by, baseline)
-            run.plans[mutation.name] = plan = _Planned(mutation, applied, key, gate_ids, timeout)
+            expected = _expected_s(gate_ids, mutation.expect_killed_by, baseline, options.first_kill)
+            run.plans[mutation.name] = plan = _Planned(mutation, applied, key, gate_ids, timeout, expected)
             if (hit := run.cache.get(key) or run.cache.get(full_key)) is not None:
                 run.add(hit)
             else:
                 planned.append(plan)
     # The slowest first: a long mutant started last would leave every other worker idle at the end.
-    return sorted(planned, key=lambda p: -p.timeout_s)
+    return sorted(planned, key=lambda p: -p.expected_s)
 
 
 def _pinned(gate_ids: tuple[str, ...], pins: tuple[str, ...]) -> tuple[str, ...]:
@@ -136,6 +138,15 @@ def _kill_order(gate_ids: tuple[str, ...], pins: tuple[str, ...], baseline: Base
     pinned = _pinned(gate_ids, pins)
     rest = sorted((g for g in gate_ids if g not in pinned), key=lambda g: seconds.get(g, 0.0))
     return (*pinned, *rest)
+
+
+def _expected_s(gate_ids: tuple[str, ...], pins: tuple[str, ...], baseline: Baseline, first_kill: bool) -> float:
+    """A mutant's expected time: all its gates; in first-kill mode the pinned gates (which all run) and the
+    first gate after them (the kill usually comes early), never the whole list its budget allows for."""
+    if not first_kill:
+        return baseline.duration_of(gate_ids)
+    pinned = _pinned(gate_ids, pins)
+    return baseline.duration_of((*pinned, *gate_ids[len(pinned) : len(pinned) + 1]))
 
 
 def _job(run: _Run, item: _Planned, gate_ids: tuple[str, ...], timeout_s: float) -> Job:
