@@ -120,3 +120,21 @@ def test_config_defaults_and_package_catalog(tmp_path) -> None:
 def test_missing_pyproject_is_a_config_error(tmp_path) -> None:
     with pytest.raises(ConfigError, match="no pyproject.toml"):
         load_config(tmp_path)
+
+
+def test_an_unmutated_run_shares_its_bytecode_and_a_mutant_never_does(toy_copy) -> None:
+    # Children load the pristine tree's caches instead of compiling every source and rewriting every gate
+    # again; only an unmutated run's caches are taken (a mutant could write any file into its copy).
+    root = toy_copy()
+    poison = "(__import__('pathlib').Path(__file__).parent / '__pycache__' / 'text.cpython-311.pyc').write_bytes(b'x')"
+    with Executor(load_config(root)) as executor:
+        writes = _override(root, "return a * b", f"return {poison} and a * b")
+        mutant = Job("mutant", (TEST_MUL,), 30.0, writes, share_bytecode=True)
+        executor.run([mutant], 1)
+        assert list(executor.pristine.rglob("*.pyc")) == []
+        executor.run([Job("shared", (TEST_MUL,), 30.0, share_bytecode=True)], 1)
+        cached = sorted(p.relative_to(executor.pristine).as_posix() for p in executor.pristine.rglob("*.pyc"))
+        [again] = executor.run([Job("later", (TEST_MUL, TEST_SUB), 30.0)], 1)
+    assert any(c.startswith("toy/__pycache__/arith.") for c in cached), cached
+    assert any(c.startswith("tests/gates/__pycache__/test_arith.") and "pytest" in c for c in cached), cached
+    assert [o.outcome for o in again.outcomes] == ["passed", "passed"]

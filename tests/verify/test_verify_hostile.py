@@ -82,6 +82,20 @@ def test_sometimes():
     assert count < 3 or count % 3 != 0, f"flaky failure on run {count}"
 """
 
+# A gate that writes down a draw from numpy's global generator, never seeded (outside the project, as above).
+RANDOM_GATE = """import os
+import numpy
+import pytest
+from hostile import core
+
+
+@pytest.mark.gate
+def test_draws():
+    with open(os.environ["HOSTILE_DRAWS"], "a") as draws:
+        draws.write(f"{numpy.random.randint(2**31)}\\n")
+    assert core.add(1, 1) == 2
+"""
+
 MUTATIONS = {
     "assertion-kill": ("return a + b", "return a + b + 1"),
     "deletes-gate-file": (
@@ -114,7 +128,9 @@ EXPECTED = {
 }
 
 
-def _write_project(root: Path, names: list[str], *, flaky: bool = False, jobs: int = 2, gate_sleep: float = 0) -> Path:
+def _write_project(
+    root: Path, names: list[str], *, flaky: bool = False, jobs: int = 2, gate_sleep: float = 0, draws: bool = False
+) -> Path:
     (root / "hostile").mkdir(parents=True)
     (root / "hostile" / "__init__.py").write_text("")
     (root / "hostile" / "core.py").write_text(CORE)
@@ -128,6 +144,8 @@ def _write_project(root: Path, names: list[str], *, flaky: bool = False, jobs: i
     (gates / "test_core.py").write_text(body)
     if flaky:
         (gates / "test_flaky.py").write_text(FLAKY_GATE)
+    if draws:
+        (gates / "test_draws.py").write_text(RANDOM_GATE)
     records = "".join(
         f"    Mutation({name!r}, 'hostile: {name}', 'hostile/core.py', {anchor!r}, {replacement!r}),\n"
         for name, (anchor, replacement) in ((n, MUTATIONS[n]) for n in names)
@@ -138,7 +156,8 @@ def _write_project(root: Path, names: list[str], *, flaky: bool = False, jobs: i
     (root / "pyproject.toml").write_text(
         '[tool.pytest.ini_options]\nmarkers = ["gate: a gate"]\n\n[tool.dflash]\n'
         'mutation_modules = ["hostile_mutations"]\ngates = ["tests/gates"]\nsource_roots = ["hostile"]\n'
-        f"jobs = {jobs}\ntimeout_factor = 5.0\ntimeout_min_s = 3.0\npreload = []\nflake_reruns = 3\n"
+        f"jobs = {jobs}\ntimeout_factor = 5.0\ntimeout_min_s = 3.0\nflake_reruns = 3\n"
+        f"preload = {['numpy.random'] if draws else []}\n"
         'invariant_errors = ["hostile.core.InvariantBroken"]\n'
     )
     return root
@@ -215,6 +234,18 @@ def test_first_kill_by_a_flaky_gate_runs_the_mutant_on_past_it(tmp_path, cli, mo
     assert mutant.outcomes[0].gate_id.endswith("test_sometimes"), "the flaky gate did not run first"
     assert mutant.status is Status.KILLED, result.output
     assert mutant.killed_by == ("tests/gates/test_core.py::test_add",)
+
+
+def test_every_child_draws_fresh_random_numbers_as_a_fresh_process_would(tmp_path, cli, monkeypatch) -> None:
+    # The parent has imported (and so seeded) numpy's global generator before forking. A child that kept the
+    # parent's state would draw the same number as every other child, so a gate failing by chance would fail
+    # in all of them or in none: invisible to the flake check, or a kill that is only the draw.
+    monkeypatch.setenv("HOSTILE_DRAWS", str(tmp_path / "draws"))
+    root = _write_project(tmp_path / "p", ["changes-nothing", "assertion-kill"], jobs=1, draws=True)
+    result = cli("--project", str(root), "--all-gates")
+    draws = (tmp_path / "draws").read_text().split()
+    assert len(draws) >= 4, result.output  # the baseline, the unmutated self-check run, one per mutant
+    assert len(set(draws)) == len(draws), draws
 
 
 def test_sigterm_kills_every_child_cleans_up_and_the_next_run_resumes(tmp_path) -> None:

@@ -65,10 +65,10 @@ def run_pristine(
     checked = cache.get_self_check(tree)
     jobs = []
     if cached is None:
-        jobs.append(Job("_baseline", (), config.baseline_timeout_s, measure_coverage=True))
+        jobs.append(Job("_baseline", (), config.baseline_timeout_s, measure_coverage=True, share_bytecode=True))
     if not checked:
         # Before the baseline is known there is no per-gate budget: each may take as long as a baseline.
-        jobs.append(Job("_forced-fail", (), config.baseline_timeout_s, force_fail=True))
+        jobs.append(Job("_forced-fail", (), config.baseline_timeout_s, force_fail=True, share_bytecode=True))
         jobs.append(Job("_noop", (), config.baseline_timeout_s, _sources(config)))
     progress.phase("baseline and self-check", max(1, len(jobs)))
     if not jobs:

@@ -80,7 +80,19 @@ def prime(root: Path) -> None:
         _inside(module, root)
 
 
-def _isolate(config: ProjectConfig, pristine: Path, paths: JobPaths) -> Path:
+def _fresh_random_state() -> None:
+    """Random generators as a fresh process has them, not as the parent left them. CPython reseeds `random` at
+    a fork; numpy seeds its global generator from the OS at import, so it is reseeded the same way; torch's
+    default generator starts from its seed. Otherwise every child draws the parent's numbers, and a gate that
+    fails by chance passes or fails alike in every child, where the flake check cannot see it. (A generator
+    the parent never loaded is seeded afresh when the child first imports it.)"""
+    if (numpy_random := sys.modules.get("numpy.random")) is not None:
+        numpy_random.seed()
+    if (torch := sys.modules.get("torch")) is not None:
+        torch.manual_seed(torch.initial_seed())
+
+
+def _isolate(config: ProjectConfig, job: Any, pristine: Path, paths: JobPaths) -> Path:
     """Copy the pristine tree, purge the project's modules, point sys.path, cwd and temp at this child's own."""
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_DFL)  # the parent decides when a child ends
@@ -90,6 +102,10 @@ def _isolate(config: ProjectConfig, pristine: Path, paths: JobPaths) -> Path:
     tempfile.tempdir = str(paths.tmp)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)  # one core per child; the parent runs N of them
+    _fresh_random_state()
+    # A shared unmutated run compiles into its copy for the parent to adopt (not under a user's pycache
+    # prefix: that folder is theirs). Every other child only reads the caches, whatever the user's setting.
+    sys.dont_write_bytecode = not (job.share_bytecode and sys.pycache_prefix is None)
     owned = set(config.top_level_names)
     for name in [m for m in sys.modules if m.partition(".")[0] in owned or _inside(sys.modules[m], config.root)]:
         del sys.modules[name]
@@ -103,7 +119,7 @@ def _isolate(config: ProjectConfig, pristine: Path, paths: JobPaths) -> Path:
 
 def run_child(config: ProjectConfig, job: Any, pristine: Path, paths: JobPaths) -> int:
     """The child's body; returns its exit code. `job` is a `verify.run.executor.Job`."""
-    private = _isolate(config, pristine, paths)
+    private = _isolate(config, job, pristine, paths)
     overrides = {str(private / rel): text for rel, text in job.overrides}
     finder = MutantFinder([private / rel for rel in config.import_paths], config.source_packages, overrides)
     sys.meta_path.insert(0, finder)

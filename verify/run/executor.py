@@ -32,7 +32,7 @@ import pytest
 
 from verify.report.verdict import GateOutcome, Outcome
 from verify.run.child import JobPaths, prime, run_child
-from verify.run.private_copy import copy_files
+from verify.run.private_copy import adopt_bytecode, copy_files
 from verify.run.settings import ProjectConfig, project_files
 
 __all__ = ["Executor", "Job", "JobResult", "load_scale", "signals_as_interrupts"]
@@ -51,6 +51,9 @@ class Job:
     force_fail: bool = False
     # First-kill mode: stop once a gate's own check fired and these gates have run; None runs every gate.
     stop_after: tuple[str, ...] | None = None
+    # An unmutated run whose compiled bytecode later children may load (never a mutant's: it could write any
+    # file into its copy).
+    share_bytecode: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +198,8 @@ class Executor:
             else:
                 continue
             del running[pid]
+            if entry.job.share_bytecode and result.state == "done" and not entry.job.overrides:
+                adopt_bytecode(entry.paths.project, self.pristine)
             shutil.rmtree(entry.paths.base, ignore_errors=True)
             done[entry.job.key] = result
             reaped = True

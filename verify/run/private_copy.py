@@ -11,7 +11,7 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["copy_files", "visible_files"]
+__all__ = ["adopt_bytecode", "copy_files", "visible_files"]
 
 _IGNORED_NAMES = {".git", ".venv", "mutants", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 
@@ -42,3 +42,26 @@ def copy_files(root: Path, names: Iterable[str], dest: Path) -> None:
         if source.is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, dest / name)
+
+
+def adopt_bytecode(copy: Path, pristine: Path) -> int:
+    """Move the bytecode a child compiled in its copy (`__pycache__/NAME.*.pyc`, pytest's rewritten gates
+    included) into the pristine tree, so later children load it instead of compiling the same files again.
+
+    Only caches of sources the pristine tree holds are taken, never replacing one it has; each lands whole
+    (written aside, then renamed), since other children may be copying the pristine tree at that moment.
+    Python and pytest check every cache against its source before using it. Returns how many were adopted.
+    """
+    adopted = 0
+    for pyc in copy.rglob("__pycache__/*.pyc"):
+        rel = pyc.relative_to(copy)
+        source = pristine / rel.parent.parent / f"{pyc.name.partition('.')[0]}.py"
+        dest = pristine / rel
+        if not source.is_file() or dest.exists():
+            continue
+        dest.parent.mkdir(exist_ok=True)
+        aside = dest.with_name(f".{dest.name}.tmp")
+        shutil.copyfile(pyc, aside)
+        aside.replace(dest)
+        adopted += 1
+    return adopted
