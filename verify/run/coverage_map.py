@@ -10,6 +10,7 @@ nothing of forking or pytest.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,17 +82,27 @@ def anchor_lines(applied: Applied) -> set[int]:
     """
     first, last = applied.first_line, applied.last_line
     lines = set(range(first, last + 1))
+    for start, end, header_end in _statements(applied.original):
+        if end < first or start > last:
+            continue
+        if first <= header_end:
+            lines.add(start)
+    return lines
+
+
+@functools.lru_cache(maxsize=64)
+def _statements(source: str) -> tuple[tuple[int, int, int], ...]:
+    """Every statement of a file as (first line, last line, last line of its header; for a simple statement,
+    its last line). Parsed once per file text: a catalog holds many mutations of the same file."""
     try:
-        tree = ast.parse(applied.original)
+        tree = ast.parse(source)
     except SyntaxError:
-        return lines
+        return ()
+    found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.stmt) or node.end_lineno is None:
             continue
-        if node.end_lineno < first or node.lineno > last:
-            continue
         children = [c for f in ("body", "orelse", "finalbody", "handlers") for c in getattr(node, f, [])]
-        header_end = min((c.lineno for c in children), default=node.end_lineno + 1) - 1
-        if not children or first <= header_end:
-            lines.add(node.lineno)
-    return lines
+        header_end = min((c.lineno for c in children), default=node.end_lineno + 1) - 1 if children else node.end_lineno
+        found.append((node.lineno, node.end_lineno, header_end))
+    return tuple(found)

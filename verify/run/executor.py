@@ -51,9 +51,7 @@ class Job:
     force_fail: bool = False
     # First-kill mode: stop once a gate's own check fired and these gates have run; None runs every gate.
     stop_after: tuple[str, ...] | None = None
-    # An unmutated run whose compiled bytecode later children may load (never a mutant's: it could write any
-    # file into its copy).
-    share_bytecode: bool = False
+    share_bytecode: bool = False  # an unmutated run whose bytecode later children load (never a mutant's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,17 +187,13 @@ class Executor:
         for pid, entry in list(running.items()):
             finished, status = os.waitpid(pid, os.WNOHANG)
             elapsed = time.monotonic() - entry.started
-            if finished:
-                self._kill(pid)  # whatever the child left running in its group dies with it
-                result = self._collect(entry, os.waitstatus_to_exitcode(status), elapsed)
-            elif elapsed > entry.budget_s:
-                self._kill(pid)
-                result = self._collect(entry, None, elapsed)
-            else:
+            if not finished and elapsed <= entry.budget_s:
                 continue
+            self._kill(pid)  # past its budget; or finished, and whatever it left running in its group dies too
+            result = self._collect(entry, os.waitstatus_to_exitcode(status) if finished else None, elapsed)
             del running[pid]
-            if entry.job.share_bytecode and result.state == "done" and not entry.job.overrides:
-                adopt_bytecode(entry.paths.project, self.pristine)
+            if entry.job.share_bytecode and result.state == "done" and not entry.job.overrides:  # a mutant's copy
+                adopt_bytecode(entry.paths.project, self.pristine)  # may hold any file: never taken
             shutil.rmtree(entry.paths.base, ignore_errors=True)
             done[entry.job.key] = result
             reaped = True

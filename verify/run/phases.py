@@ -15,13 +15,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from verify.mutation import Mutation
-from verify.report.verdict import Baseline, MutationResult, Outcome, RunReport, Status, matches_gate
+from verify.report.verdict import Baseline, MutationResult, Outcome, RunReport, Status
 from verify.run import cache as cache_mod
 from verify.run.apply import Applied, Stale, apply_mutation
 from verify.run.checks import BaselineError, HarnessError, Progress, budget, find_flaky, run_pristine
 from verify.run.coverage_map import CoverageMap, anchor_lines
 from verify.run.executor import Executor, Job, JobResult, interrupt_signal, signals_as_interrupts
 from verify.run.judge import needs_second_attempt, resolve, verdict
+from verify.run.order import expected_s, kill_order, pinned
 from verify.run.probe import check_sources_imported
 from verify.run.selection import RunOptions, SelectionError, Shard, select
 from verify.run.settings import ProjectConfig
@@ -65,11 +66,13 @@ class _Run:
     harness_errors: tuple[str, ...] = ()
     plans: dict[str, _Planned] = dataclasses.field(default_factory=dict)  # every mutation a gate reaches
 
-    def add(self, result: MutationResult, key: str = "") -> None:
+    def add(self, result: MutationResult, key: str = "", *, emit: bool = True) -> None:
+        """Record a final verdict (cached under `key` when given); `emit` hands the partial report on at once."""
         self.results[result.name] = result
         if key:
             self.cache.put(key, result)
-        self.on_report(self.report())
+        if emit:
+            self.on_report(self.report())
 
     def report(self) -> RunReport:
         names = [m.name for m in self.chosen if m.name in self.results]
@@ -99,7 +102,7 @@ def _plan(run: _Run, coverage: CoverageMap, tree: str, changed: set[str] | None)
         full_key = run.cache.key(tree, mutation, options.all_gates)
         applied = apply_mutation(mutation, run.config.root)
         if isinstance(applied, Stale):
-            run.add(MutationResult(mutation.name, Status.STALE, reason=applied.reason))
+            run.add(MutationResult(mutation.name, Status.STALE, reason=applied.reason), emit=False)
             continue
         gate_ids = (
             baseline.gate_ids if options.all_gates else coverage.gates_reaching(applied.file, anchor_lines(applied))
@@ -110,49 +113,29 @@ def _plan(run: _Run, coverage: CoverageMap, tree: str, changed: set[str] | None)
             and not {g.partition("::")[0] for g in gate_ids} & changed
         ):
             reason = f"neither {mutation.file} nor its gates changed since {options.changed_since}"
-            run.add(MutationResult(mutation.name, Status.SKIPPED, reason=reason))
+            run.add(MutationResult(mutation.name, Status.SKIPPED, reason=reason), emit=False)
         elif not gate_ids:
-            run.add(MutationResult(mutation.name, Status.SURVIVED, reason="no gate reaches the mutated lines"), key)
+            unreached = MutationResult(mutation.name, Status.SURVIVED, reason="no gate reaches the mutated lines")
+            run.add(unreached, key, emit=False)
         else:
             timeout = budget(run.config, baseline, gate_ids)
             if options.first_kill:
-                gate_ids = _kill_order(gate_ids, mutation.expect_killed_by, baseline)
-            expected = _expected_s(gate_ids, mutation.expect_killed_by, baseline, options.first_kill)
+                gate_ids = kill_order(gate_ids, mutation.expect_killed_by, baseline)
+            expected = expected_s(gate_ids, mutation.expect_killed_by, baseline, options.first_kill)
             run.plans[mutation.name] = plan = _Planned(mutation, applied, key, gate_ids, timeout, expected)
             if (hit := run.cache.get(key) or run.cache.get(full_key)) is not None:
-                run.add(hit)
+                run.add(hit, emit=False)
             else:
                 planned.append(plan)
+    run.on_report(run.report())  # nothing ran for those: one partial report for all of them
     # The slowest first: a long mutant started last would leave every other worker idle at the end.
     return sorted(planned, key=lambda p: -p.expected_s)
-
-
-def _pinned(gate_ids: tuple[str, ...], pins: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(g for g in gate_ids if any(matches_gate(g, pin) for pin in pins))
-
-
-def _kill_order(gate_ids: tuple[str, ...], pins: tuple[str, ...], baseline: Baseline) -> tuple[str, ...]:
-    """First-kill order: the pinned gates (each must run, so a lost pin is still seen), then the rest from the
-    fastest to the slowest, so the first kill comes as cheaply as it can."""
-    seconds = {o.gate_id: o.duration_s for o in baseline.gates}
-    pinned = _pinned(gate_ids, pins)
-    rest = sorted((g for g in gate_ids if g not in pinned), key=lambda g: seconds.get(g, 0.0))
-    return (*pinned, *rest)
-
-
-def _expected_s(gate_ids: tuple[str, ...], pins: tuple[str, ...], baseline: Baseline, first_kill: bool) -> float:
-    """A mutant's expected time: all its gates; in first-kill mode the pinned gates (which all run) and the
-    first gate after them (the kill usually comes early), never the whole list its budget allows for."""
-    if not first_kill:
-        return baseline.duration_of(gate_ids)
-    pinned = _pinned(gate_ids, pins)
-    return baseline.duration_of((*pinned, *gate_ids[len(pinned) : len(pinned) + 1]))
 
 
 def _job(run: _Run, item: _Planned, gate_ids: tuple[str, ...], timeout_s: float) -> Job:
     """A child running `gate_ids` against the mutant; in first-kill mode it stops at the first kill once the
     pinned gates among them ran."""
-    stop_after = _pinned(gate_ids, item.mutation.expect_killed_by) if run.options.first_kill else None
+    stop_after = pinned(gate_ids, item.mutation.expect_killed_by) if run.options.first_kill else None
     mutated = ((item.applied.file, item.applied.mutated),)
     return Job(item.mutation.name, gate_ids, timeout_s, mutated, stop_after=stop_after)
 

@@ -1,0 +1,34 @@
+"""The order of things in a verify run: which of a mutant's gates run first in first-kill mode, and how long a
+mutant is expected to take, so the slowest start first. Pure functions of the baseline's gate times; it knows
+nothing of children or verdicts.
+"""
+
+from __future__ import annotations
+
+from verify.report.verdict import Baseline, matches_gate
+
+__all__ = ["expected_s", "kill_order", "pinned"]
+
+
+def pinned(gate_ids: tuple[str, ...], pins: tuple[str, ...]) -> tuple[str, ...]:
+    """The gates among `gate_ids` that a mutation's pins name (a node id or a prefix of one)."""
+    return tuple(g for g in gate_ids if any(matches_gate(g, pin) for pin in pins))
+
+
+def kill_order(gate_ids: tuple[str, ...], pins: tuple[str, ...], baseline: Baseline) -> tuple[str, ...]:
+    """First-kill order: the pinned gates (each must run, so a lost pin is still seen), then the rest from the
+    fastest to the slowest, so the first kill comes as cheaply as it can."""
+    seconds = {o.gate_id: o.duration_s for o in baseline.gates}
+    first = pinned(gate_ids, pins)
+    rest = sorted((g for g in gate_ids if g not in first), key=lambda g: seconds.get(g, 0.0))
+    return (*first, *rest)
+
+
+def expected_s(gate_ids: tuple[str, ...], pins: tuple[str, ...], baseline: Baseline, first_kill: bool) -> float:
+    """A mutant's expected time from its gates' baseline times: all of them; in first-kill mode (`gate_ids` in
+    kill order) the pinned gates, which all run, and the first gate after them, since the kill usually comes
+    early, never the whole list its budget allows for."""
+    if not first_kill:
+        return baseline.duration_of(gate_ids)
+    first = pinned(gate_ids, pins)
+    return baseline.duration_of((*first, *gate_ids[len(first) : len(first) + 1]))
