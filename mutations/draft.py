@@ -38,8 +38,8 @@ register(
         bug_class="Context K/V rotated at positions off by one (the HF position_ids slice of the reference taken one "
         "too late).",
         file="runner/draft.py",
-        anchor="cos_c, sin_c = self.rotary(inputs.ctx_positions, h.dtype)",
-        replacement="cos_c, sin_c = self.rotary(inputs.ctx_positions + 1, h.dtype)",
+        anchor="cos_c, sin_c = self.rotary(inputs.ctx_positions, h.dtype, bound)",
+        replacement="cos_c, sin_c = self.rotary(inputs.ctx_positions + 1, h.dtype, bound)",
         expect_killed_by=(NUMERICS,),
     ),
     Mutation(

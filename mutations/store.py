@@ -24,7 +24,7 @@ register(
         "offset, as if a prefix lived elsewhere): every stored row sits 4 positions early.",
         file="runner/draft.py",
         anchor="store.write(idx, k_ctx.flatten(0, 1), v_ctx.flatten(0, 1), ctx_slots)",
-        replacement="store.write(idx, attn.project_kv(ctx, *self.rotary(inputs.ctx_positions - 4, h.dtype))[0]"
+        replacement="store.write(idx, attn.project_kv(ctx, *self.rotary.angles(inputs.ctx_positions - 4, h.dtype))[0]"
         ".flatten(0, 1), v_ctx.flatten(0, 1), ctx_slots)",
         expect_killed_by=(f"{STORE_GATE}::test_long_context_drafts_like_dense[offset]",),
     ),

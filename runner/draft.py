@@ -90,8 +90,12 @@ class DFlashDraft(nn.Module):
         cfg = self.config
         ctx = self.hidden_norm(self.fc(inputs.features))
         h = embed(inputs.block_ids) * cfg.input_embedding_scale
-        cos_b, sin_b = self.rotary(inputs.block_positions, h.dtype)
-        cos_c, sin_c = self.rotary(inputs.ctx_positions, h.dtype)
+        # Context positions end before the committed length, block positions (padding too) before the read
+        # length + B: all are < max_read_len + B.
+        num_block = inputs.block_positions.shape[1]
+        bound = None if inputs.max_read_len is None else inputs.max_read_len + num_block
+        cos_b, sin_b = self.rotary(inputs.block_positions, h.dtype, bound)
+        cos_c, sin_c = self.rotary(inputs.ctx_positions, h.dtype, bound)
         paged = store is not None
         if paged and (inputs.block_table is None or inputs.read_lens is None):
             # Never fall back to the dense path silently: it is taken only when asked for (store None).

@@ -80,18 +80,25 @@ class SwiGLU(nn.Module):
 
 
 class Rotary(nn.Module):
-    """Default RoPE: cos/sin per absolute position, in the model's dtype."""
+    """Default RoPE: cos/sin per absolute position, in the model's dtype.
+
+    Computing them is ~12 ops a call; a decode step makes three calls on a handful of positions, so they are
+    looked up in a table of positions [0, size) instead, built once by the same maths and rebuilt for a larger
+    bound, another dtype or another device. sin and cos are elementwise, so a table row has the bits a direct
+    computation of that position has (tests/runner/test_runner_rotary_table.py checks this).
+    """
 
     def __init__(self, head_dim: int, theta: float) -> None:
         super().__init__()
         inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
         self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self._table: torch.Tensor | None = None  # [size, 2 * head_dim]: cos, then signed sin
 
-    def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    def angles(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """positions: [R, T] -> cos, signed sin: [R, T, 1, head_dim], broadcast over [R, T, heads, head_dim].
 
         RoPE is x * cos + rotate_half(x) * sin with rotate_half(x) = cat(-x2, x1) = roll(x, half) with its first
-        half negated. That sign is folded into sin here, once per forward, so each application is one roll.
+        half negated. That sign is folded into sin here, once, so each application is one roll.
         """
         freqs = positions.float()[..., None, None] * self.inv_freq.float()
         emb = torch.cat((freqs, freqs), dim=-1)
@@ -99,6 +106,32 @@ class Rotary(nn.Module):
         half = sin.shape[-1] // 2
         sin = torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)
         return emb.cos().to(dtype), sin.to(dtype)
+
+    def forward(
+        self, positions: torch.Tensor, dtype: torch.dtype, bound: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """As `angles`. bound: a host-known upper bound (exclusive) on positions known to be >= 0; without it
+        their range is read from the device (a sync), and negative positions (a test's shifted store) are
+        computed directly."""
+        if bound is None:
+            if not positions.numel():
+                return self.angles(positions, dtype)
+            low, high = (int(v) for v in torch.aminmax(positions))
+            if low < 0:
+                return self.angles(positions, dtype)
+            bound = high + 1
+        table = self._table
+        if table is None or table.shape[0] < bound or table.dtype != dtype or table.device != self.inv_freq.device:
+            # Doubling keeps a growing sequence from rebuilding often; a normal tensor (not an inference tensor),
+            # usable inside and outside inference mode.
+            size = max(bound, 256, 0 if table is None else 2 * table.shape[0])
+            with torch.inference_mode(False), torch.no_grad():
+                cos, sin = self.angles(torch.arange(size, device=self.inv_freq.device)[None], dtype)
+                table = self._table = torch.cat((cos, sin), dim=-1)[0, :, 0]
+        head_dim = table.shape[-1] // 2
+        rows = table.index_select(0, positions.flatten()).view(*positions.shape, 1, 2 * head_dim)
+        cos, sin = rows.split(head_dim, dim=-1)
+        return cos, sin
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:

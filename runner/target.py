@@ -142,9 +142,10 @@ class Qwen3Target(nn.Module):
         `tap_layer_ids` (HF `hidden_states[i + 1]`), concatenated: [R, T, len(taps) * hidden], or None.
         """
         h = self.embed(inputs.input_ids)
-        cos, sin = self.rotary(inputs.positions, h.dtype)
         num_rows = h.shape[0]
         max_len = int(inputs.seq_lens.max()) if inputs.max_seq_len is None else inputs.max_seq_len
+        # A row's positions end before its cache length, padding at most T - 1 past it: all are < max_len + T.
+        cos, sin = self.rotary(inputs.positions, h.dtype, max_len + inputs.positions.shape[1])
         key_positions = torch.arange(max_len, device=h.device).expand(num_rows, max_len)
         read_slots = cache.slots(inputs.block_table, key_positions)
         mask = additive_mask(
