@@ -53,8 +53,10 @@ class PagedKVCache:
 
     def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, slot_mapping: torch.Tensor) -> None:
         """k, v: [N, num_kv_heads, head_dim] written at slot_mapping: [N]."""
-        self.k[layer].index_copy_(0, slot_mapping, k.to(self.k.dtype))
-        self.v[layer].index_copy_(0, slot_mapping, v.to(self.v.dtype))
+        if k.dtype != self.k.dtype:  # a cast only when needed: a no-op .to still costs a dispatch per write
+            k, v = k.to(self.k.dtype), v.to(self.v.dtype)
+        self.k[layer].index_copy_(0, slot_mapping, k)
+        self.v[layer].index_copy_(0, slot_mapping, v)
 
     def read(self, layer: int, slot_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """slot_ids: [R, S] -> k, v: [R, S, num_kv_heads, head_dim]."""

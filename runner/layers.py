@@ -163,7 +163,8 @@ def attention_mask(
 def additive_mask(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """bool [R, T, S] -> 0 where visible, -inf elsewhere: what SDPA turns a bool mask into on every call,
     built once per forward instead of once per layer."""
-    return torch.where(visible, 0.0, float("-inf")).to(dtype)
+    mask = torch.where(visible, 0.0, float("-inf"))
+    return mask if mask.dtype == dtype else mask.to(dtype)
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:

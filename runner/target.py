@@ -160,6 +160,7 @@ class Qwen3Target(nn.Module):
         )
         write_slots = cache.write_slots(inputs.block_table, inputs.positions, inputs.valid)
         taps: dict[int, torch.Tensor] = {}
+        last = len(self.model.layers) - 1
         for idx, layer in enumerate(self.model.layers):
             attn = layer.self_attn
             x = layer.input_layernorm(h)
@@ -170,10 +171,14 @@ class Qwen3Target(nn.Module):
             h = h + layer.mlp(layer.post_attention_layernorm(h))
             if idx in tap_layer_ids:
                 # HF's hidden_states[i + 1]: the last layer's entry is taken after the final norm.
-                taps[idx] = self.model.norm(h) if idx == len(self.model.layers) - 1 else h
+                taps[idx] = self.model.norm(h) if idx == last else h
+        # The final norm is per token: a tapped last layer has computed it already (gathered rows keep their bits).
+        normed = taps.get(last)
         if logit_index is not None:
-            h = h.gather(1, logit_index[:, None, None].expand(-1, 1, h.shape[-1]))
-        logits = self.lm_head(self.model.norm(h))
+            index = logit_index[:, None, None].expand(-1, 1, h.shape[-1])
+            h = h.gather(1, index)
+            normed = None if normed is None else normed.gather(1, index)
+        logits = self.lm_head(self.model.norm(h) if normed is None else normed)
         tapped = torch.cat([taps[i] for i in tap_layer_ids], dim=-1) if tap_layer_ids else None
         return logits, tapped
 
