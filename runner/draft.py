@@ -88,7 +88,7 @@ class DFlashDraft(nn.Module):
     def forward(self, inputs: DraftInputs, embed: nn.Module, store: PagedKVCache | None) -> torch.Tensor:
         """Block hidden states after the final norm: [R, B, hidden]. Writes the context K/V into `store`."""
         cfg = self.config
-        ctx = self.hidden_norm(self.fc(inputs.features))
+        ctx = self.hidden_norm.forward(self.fc.forward(inputs.features))
         h = embed(inputs.block_ids) * cfg.input_embedding_scale
         # Context positions end before the committed length, block positions (padding too) before the read
         # length + B: all are < max_read_len + B.
@@ -116,7 +116,7 @@ class DFlashDraft(nn.Module):
         for idx, layer in enumerate(self.layers):
             attn = layer.self_attn
             residual = h
-            x = layer.input_layernorm(h)
+            x = layer.input_layernorm.forward(h)
             kernel = None
             if layer.attention_conv is not None:
                 x, kernel = layer.attention_conv.prepare(x)
@@ -145,15 +145,15 @@ class DFlashDraft(nn.Module):
                 out = layer.attention_conv.finish(out, kernel)
             h = residual + out
             residual = h
-            x = layer.post_attention_layernorm(h)
+            x = layer.post_attention_layernorm.forward(h)
             kernel = None
             if layer.mlp_conv is not None:
                 x, kernel = layer.mlp_conv.prepare(x)
-            x = layer.mlp(x)
+            x = layer.mlp.forward(x)
             if kernel is not None:
                 x = layer.mlp_conv.finish(x, kernel)
             h = residual + x
-        return self.norm(h)
+        return self.norm.forward(h)
 
     def logits(self, hidden: torch.Tensor, lm_head: nn.Module) -> torch.Tensor:
         """Draft logits through the target's head, scaled and soft-capped as the draft's config says."""
