@@ -75,16 +75,16 @@ class QKNormAttention(nn.Module):
         # Head counts stated, not inferred: an empty context (T = 0, an audit's wiped store) must still reshape.
         num_heads = self.num_heads + 2 * self.num_kv_heads
         heads = F.linear(x, self._qkv.get(), bias).view(*x.shape[:-1], num_heads, self.head_dim)
-        qk, v = heads.split([self.num_heads + self.num_kv_heads, self.num_kv_heads], dim=-2)
+        qk, v = heads.split_with_sizes([self.num_heads + self.num_kv_heads, self.num_kv_heads], dim=-2)
         qk = rms_normalize(qk, self.q_norm.eps) * self._qk_norm.get()
-        q, k = apply_rotary(qk, cos, sin).split([self.num_heads, self.num_kv_heads], dim=-2)
+        q, k = apply_rotary(qk, cos, sin).split_with_sizes([self.num_heads, self.num_kv_heads], dim=-2)
         return q, k, v
 
     def project_kv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """k (normed, rotated) and v: [R, T, kv_heads, head_dim]."""
         bias = None if self._kv_bias is None else self._kv_bias.get()
         heads = F.linear(x, self._kv.get(), bias).view(*x.shape[:-1], 2 * self.num_kv_heads, self.head_dim)
-        k, v = heads.split([self.num_kv_heads, self.num_kv_heads], dim=-2)
+        k, v = heads.split_with_sizes([self.num_kv_heads, self.num_kv_heads], dim=-2)
         return apply_rotary(self.k_norm.forward(k), cos, sin), v
 
     def output(self, attn: torch.Tensor) -> torch.Tensor:
