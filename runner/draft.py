@@ -89,7 +89,9 @@ class DFlashDraft(nn.Module):
         """Block hidden states after the final norm: [R, B, hidden]. Writes the context K/V into `store`."""
         cfg = self.config
         ctx = self.hidden_norm.forward(self.fc.forward(inputs.features))
-        h = embed(inputs.block_ids) * cfg.input_embedding_scale
+        h = embed.forward(inputs.block_ids)
+        if cfg.input_embedding_scale != 1.0:  # x * 1.0 is x: the op is skipped, not the maths
+            h = h * cfg.input_embedding_scale
         # Context positions end before the committed length, block positions (padding too) before the read
         # length + B: all are < max_read_len + B.
         num_block = inputs.block_positions.shape[1]

@@ -67,9 +67,10 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dtype == self.weight.dtype == torch.float32:
-            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)  # the weight applied inside: one op
-        return self.weight * rms_normalize(x, self.eps)
+        weight = self.weight  # one nn.Module.__getattr__ (~0.4 us) instead of three; ~17 calls a decode step
+        if x.dtype == weight.dtype == torch.float32:
+            return F.rms_norm(x, weight.shape, weight, self.eps)  # the weight applied inside: one op
+        return weight * rms_normalize(x, self.eps)
 
 
 class SwiGLU(nn.Module):

@@ -52,6 +52,7 @@ class QKNormAttention(nn.Module):
         self.num_kv_heads = cfg.num_key_value_heads
         self.head_dim = cfg.head_dim
         self.scale = cfg.head_dim**-0.5
+        self.eps = cfg.rms_norm_eps  # q_norm's and k_norm's, read here without a submodule lookup
         bias = cfg.attention_bias
         self.q_proj = nn.Linear(cfg.hidden_size, self.num_heads * self.head_dim, bias=bias)
         self.k_proj = nn.Linear(cfg.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
@@ -76,7 +77,7 @@ class QKNormAttention(nn.Module):
         num_heads = self.num_heads + 2 * self.num_kv_heads
         heads = F.linear(x, self._qkv.get(), bias).view(*x.shape[:-1], num_heads, self.head_dim)
         qk, v = heads.split_with_sizes([self.num_heads + self.num_kv_heads, self.num_kv_heads], dim=-2)
-        qk = rms_normalize(qk, self.q_norm.eps) * self._qk_norm.get()
+        qk = rms_normalize(qk, self.eps) * self._qk_norm.get()
         q, k = apply_rotary(qk, cos, sin).split_with_sizes([self.num_heads, self.num_kv_heads], dim=-2)
         return q, k, v
 
@@ -132,7 +133,7 @@ class Qwen3Target(nn.Module):
         self.load_state_dict(weights, strict=True)
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return self.model.embed_tokens(input_ids)
+        return self.model.embed_tokens.forward(input_ids)
 
     def forward(
         self,
