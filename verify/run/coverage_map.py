@@ -103,6 +103,6 @@ def _statements(source: str) -> tuple[tuple[int, int, int], ...]:
         if not isinstance(node, ast.stmt) or node.end_lineno is None:
             continue
         children = [c for f in ("body", "orelse", "finalbody", "handlers") for c in getattr(node, f, [])]
-        header_end = min((c.lineno for c in children), default=node.end_lineno + 1) - 1 if children else node.end_lineno
+        header_end = min(c.lineno for c in children) - 1 if children else node.end_lineno
         found.append((node.lineno, node.end_lineno, header_end))
     return tuple(found)
