@@ -20,8 +20,10 @@ register(
         bug_class="The paged K/V write of the context before the draft's read is skipped, so the draft attends over "
         "unwritten slots (a missing cache write before a paged-attention read).",
         file="runner/draft.py",
-        anchor="store.write(idx, k_ctx.flatten(0, 1), v_ctx.flatten(0, 1), ctx_slots)",
-        replacement="pass  # context K/V never written",
+        anchor="inputs.block_table, positions, torch.cat((inputs.ctx_valid, inputs.block_valid), dim=1)",
+        # The context's rows are sent to the scratch slot, as padding is: none reaches its own slot.
+        replacement="inputs.block_table, positions, torch.cat((torch.zeros_like(inputs.ctx_valid), "
+        "inputs.block_valid), dim=1)",
         expect_killed_by=(NUMERICS, "tests/gates/test_gate_paths.py::test_dense_path_drafts_like_paged"),
     ),
     Mutation(
@@ -38,8 +40,9 @@ register(
         bug_class="Context K/V rotated at positions off by one (the HF position_ids slice of the reference taken one "
         "too late).",
         file="runner/draft.py",
-        anchor="cos_c, sin_c = self.rotary(inputs.ctx_positions, h.dtype, bound)",
-        replacement="cos_c, sin_c = self.rotary(inputs.ctx_positions + 1, h.dtype, bound)",
+        anchor="cos, sin = self.rotary(positions, h.dtype, bound)",
+        replacement="cos, sin = self.rotary(torch.cat((inputs.ctx_positions + 1, inputs.block_positions), dim=1), "
+        "h.dtype, bound)",
         expect_killed_by=(NUMERICS,),
     ),
     Mutation(

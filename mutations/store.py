@@ -23,9 +23,10 @@ register(
         bug_class="Context K/V enter the store rotated at their position minus 4 (positions counted from a 4-token "
         "offset, as if a prefix lived elsewhere): every stored row sits 4 positions early.",
         file="runner/draft.py",
-        anchor="store.write(idx, k_ctx.flatten(0, 1), v_ctx.flatten(0, 1), ctx_slots)",
-        replacement="store.write(idx, attn.project_kv(ctx, *self.rotary.angles(inputs.ctx_positions - 4, h.dtype))[0]"
-        ".flatten(0, 1), v_ctx.flatten(0, 1), ctx_slots)",
+        anchor="cos, sin = self.rotary(positions, h.dtype, bound)",
+        # Only on the paged path (the dense arm keeps no store), only the context's rows.
+        replacement="cos, sin = self.rotary.angles(torch.cat((inputs.ctx_positions - 4 * paged, "
+        "inputs.block_positions), dim=1), h.dtype)",
         expect_killed_by=(f"{STORE_GATE}::test_long_context_drafts_like_dense[offset]",),
     ),
     Mutation(

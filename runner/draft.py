@@ -2,7 +2,7 @@
 target features and whose queries come only from the block [anchor, MASK x (B - 1)].
 
 Context K/V are written to the draft's own paged store at their absolute positions and stay there; block K/V
-are written after them for the read and are never kept (the store's length does not cover them). The draft
+are written with them for the read and are never kept (the store's length does not cover them). The draft
 reuses the target's embedding and LM head. It knows slots and block tables, not requests or scheduling.
 """
 
@@ -92,13 +92,16 @@ class DFlashDraft(nn.Module):
         h = embed.forward(inputs.block_ids)
         if cfg.input_embedding_scale != 1.0:  # x * 1.0 is x: the op is skipped, not the maths
             h = h * cfg.input_embedding_scale
+        num_ctx, num_block = inputs.ctx_positions.shape[1], inputs.block_positions.shape[1]
+        # Context and block are normed, rotated and written together: [R, C + B] tokens, context first, as the
+        # reference's keys are. One q/k norm, rotation and K/V write a layer instead of one per part; the
+        # context's query rows are computed and dropped (one stacked weight for both parts).
+        positions = torch.cat((inputs.ctx_positions, inputs.block_positions), dim=1)  # [R, C + B]
+        paged = store is not None
         # Context positions end before the committed length, block positions (padding too) before the read
         # length + B: all are < max_read_len + B.
-        num_block = inputs.block_positions.shape[1]
         bound = None if inputs.max_read_len is None else inputs.max_read_len + num_block
-        cos_b, sin_b = self.rotary(inputs.block_positions, h.dtype, bound)
-        cos_c, sin_c = self.rotary(inputs.ctx_positions, h.dtype, bound)
-        paged = store is not None
+        cos, sin = self.rotary(positions, h.dtype, bound)
         if paged and (inputs.block_table is None or inputs.read_lens is None):
             # Never fall back to the dense path silently: it is taken only when asked for (store None).
             raise RunnerError("a paged draft call needs block_table and read_lens")
@@ -108,11 +111,12 @@ class DFlashDraft(nn.Module):
             key_positions = torch.arange(max_len, device=h.device).expand(num_rows, max_len)
             key_valid = key_positions < inputs.read_lens[:, None]
             read_slots = store.slots(inputs.block_table, key_positions)
-            ctx_slots = store.write_slots(inputs.block_table, inputs.ctx_positions, inputs.ctx_valid)
-            block_slots = store.write_slots(inputs.block_table, inputs.block_positions, inputs.block_valid)
+            write_slots = store.write_slots(
+                inputs.block_table, positions, torch.cat((inputs.ctx_valid, inputs.block_valid), dim=1)
+            )
         else:
             # Dense path: every context token is passed in and its K/V recomputed; no store is read or written.
-            key_positions = torch.cat([inputs.ctx_positions, inputs.block_positions], dim=1)
+            key_positions = positions
             key_valid = torch.cat([inputs.ctx_valid, inputs.block_valid], dim=1)
         masks: dict[tuple[bool, int | None], torch.Tensor] = {}  # one additive mask per kind of layer
         for idx, layer in enumerate(self.layers):
@@ -122,14 +126,14 @@ class DFlashDraft(nn.Module):
             kernel = None
             if layer.attention_conv is not None:
                 x, kernel = layer.attention_conv.prepare(x)
-            q, k_block, v_block = attn.project_qkv(x, cos_b, sin_b)
-            k_ctx, v_ctx = attn.project_kv(ctx, cos_c, sin_c)
+            # The context enters every layer as it is (no input norm): only the block's states change. Two matmuls,
+            # as the reference's: a matmul's rows depend in their last bits on how many rows it has.
+            q, k, v = attn.split(torch.cat((attn.project(ctx), attn.project(x)), dim=1), cos, sin)
             if paged:
-                store.write(idx, k_ctx.flatten(0, 1), v_ctx.flatten(0, 1), ctx_slots)
-                store.write(idx, k_block.flatten(0, 1), v_block.flatten(0, 1), block_slots)
+                store.write(idx, k.flatten(0, 1), v.flatten(0, 1), write_slots)
                 keys, values = store.read(idx, read_slots)
             else:
-                keys, values = torch.cat([k_ctx, k_block], dim=1), torch.cat([v_ctx, v_block], dim=1)
+                keys, values = k, v
             kind = (layer.is_causal, layer.sliding_window)
             if kind not in masks:
                 masks[kind] = additive_mask(
@@ -142,7 +146,7 @@ class DFlashDraft(nn.Module):
                     ),
                     h.dtype,
                 )
-            out = attn.output(attend(q, keys, values, masks[kind], attn.scale))
+            out = attn.output(attend(q[:, num_ctx:], keys, values, masks[kind], attn.scale))
             if kernel is not None:
                 out = layer.attention_conv.finish(out, kernel)
             h = residual + out

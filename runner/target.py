@@ -64,29 +64,29 @@ class QKNormAttention(nn.Module):
         projections = [self.q_proj, self.k_proj, self.v_proj]
         self._qkv = StackedWeights([p.weight for p in projections])
         self._qkv_bias = StackedWeights([p.bias for p in projections]) if bias else None
-        self._kv = StackedWeights([self.k_proj.weight, self.v_proj.weight])
-        self._kv_bias = StackedWeights([self.k_proj.bias, self.v_proj.bias]) if bias else None
         self._qk_norm = StackedWeights([self.q_norm.weight, self.k_norm.weight], [self.num_heads, self.num_kv_heads])
 
-    def project_qkv(
-        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """q, k (each head RMS-normed, then rotated) and v: [R, T, heads, head_dim]."""
+    def project(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [R, T, hidden] -> the q, k and v heads side by side, unnormed: [R, T, heads + 2 * kv_heads, head_dim]."""
         bias = None if self._qkv_bias is None else self._qkv_bias.get()
         # Head counts stated, not inferred: an empty context (T = 0, an audit's wiped store) must still reshape.
         num_heads = self.num_heads + 2 * self.num_kv_heads
-        heads = F.linear(x, self._qkv.get(), bias).view(*x.shape[:-1], num_heads, self.head_dim)
+        return F.linear(x, self._qkv.get(), bias).view(*x.shape[:-1], num_heads, self.head_dim)
+
+    def split(
+        self, heads: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`project`'s heads -> q, k (each head RMS-normed, then rotated) and v: [R, T, heads, head_dim]."""
         qk, v = heads.split_with_sizes([self.num_heads + self.num_kv_heads, self.num_kv_heads], dim=-2)
         qk = rms_normalize(qk, self.eps) * self._qk_norm.get()
         q, k = apply_rotary(qk, cos, sin).split_with_sizes([self.num_heads, self.num_kv_heads], dim=-2)
         return q, k, v
 
-    def project_kv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """k (normed, rotated) and v: [R, T, kv_heads, head_dim]."""
-        bias = None if self._kv_bias is None else self._kv_bias.get()
-        heads = F.linear(x, self._kv.get(), bias).view(*x.shape[:-1], 2 * self.num_kv_heads, self.head_dim)
-        k, v = heads.split_with_sizes([self.num_kv_heads, self.num_kv_heads], dim=-2)
-        return apply_rotary(self.k_norm.forward(k), cos, sin), v
+    def project_qkv(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q, k (each head RMS-normed, then rotated) and v: [R, T, heads, head_dim]."""
+        return self.split(self.project(x), cos, sin)
 
     def output(self, attn: torch.Tensor) -> torch.Tensor:
         o_proj = self.o_proj
