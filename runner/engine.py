@@ -240,7 +240,7 @@ class Engine:
         width = max(sizes)
         # One host-to-device copy of the step's row metadata: [3, R] = committed L, block size, anchor.
         meta = torch.tensor([[r.num_committed for r in requests], sizes, [r.anchor for r in requests]])
-        committed, size, anchors = meta.to(self.device, non_blocking=True)
+        committed, size, anchors = meta if self.device.type == "cpu" else meta.to(self.device, non_blocking=True)
         offsets = self._offsets[:width]
         positions = committed[:, None] + offsets  # [R, W]
         valid = offsets[None, :] < size[:, None]

@@ -54,7 +54,7 @@ def rms_normalize(x: torch.Tensor, eps: float) -> torch.Tensor:
     CPU decode step faster in torch 2.13, interleaved A/B); other dtypes are upcast, normalised and cast back.
     """
     if x.dtype == torch.float32:
-        return F.rms_norm(x, x.shape[-1:], None, eps)
+        return torch.rms_norm(x, x.shape[-1:], None, eps)  # F.rms_norm's op without its Python wrapper
     y = x.float()
     y = y * y.pow(2).mean(-1, keepdim=True).add_(eps).rsqrt_()
     return y.to(x.dtype)
@@ -69,7 +69,7 @@ class RMSNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         weight = self.weight  # one nn.Module.__getattr__ (~0.4 us) instead of three; ~17 calls a decode step
         if x.dtype == weight.dtype == torch.float32:
-            return F.rms_norm(x, weight.shape, weight, self.eps)  # the weight applied inside: one op
+            return torch.rms_norm(x, weight.shape, weight, self.eps)  # the weight applied inside: one op
         return weight * rms_normalize(x, self.eps)
 
 
@@ -169,14 +169,15 @@ def attention_mask(
 
 
 def additive_mask(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """bool [R, T, S] -> 0 where visible, -inf elsewhere: what SDPA turns a bool mask into on every call,
-    built once per forward instead of once per layer."""
-    mask = torch.where(visible, 0.0, float("-inf"))
+    """bool [R, T, S] -> [R, 1, T, S] (broadcast over the heads), 0 where visible, -inf elsewhere: what SDPA
+    turns a bool mask into on every call, built once per forward instead of once per layer."""
+    mask = torch.where(visible[:, None], 0.0, float("-inf"))
     return mask if mask.dtype == dtype else mask.to(dtype)
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:
-    """GQA attention. q: [R, T, H, D]; k, v: [R, S, KVH, D]; mask: [R, T, S], bool or additive -> [R, T, H, D].
+    """GQA attention. q: [R, T, H, D]; k, v: [R, S, KVH, D]; mask: [R, 1, T, S] from `additive_mask`, or any
+    mask SDPA broadcasts over [R, H, T, S] -> [R, T, H, D].
 
     Query head h reads key/value head h // (H / KVH), as repeat_interleave would give, without the copies.
     """
@@ -184,7 +185,7 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
         q.transpose(1, 2),
         k.transpose(1, 2),
         v.transpose(1, 2),
-        attn_mask=mask[:, None],
+        attn_mask=mask,
         scale=scale,
         enable_gqa=q.shape[2] != k.shape[2],
     )

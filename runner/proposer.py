@@ -52,6 +52,10 @@ def _context(
         poss.append(positions)
     lens = [p.numel() for p in poss]
     width = max(lens)
+    if min(lens) == width:  # nothing to pad (always so at batch 1): ~7 ops fewer a step
+        host = torch.stack(poss)
+        valid = torch.ones(num_rows, width, dtype=torch.bool, device=device)
+        return torch.stack(feats), host.to(device, non_blocking=True), valid
     host = torch.stack([torch.cat([p, p[-1:].expand(width - p.numel())]) for p in poss])
     positions = host.to(device, non_blocking=True)
     valid = torch.arange(width, device=device)[None, :] < torch.tensor(lens, device=device)[:, None]
