@@ -189,11 +189,13 @@ def filtered_probs(logits: torch.Tensor, temperature: float, top_p: float = 1.0,
         order = probs.argsort(descending=True)
         limit = top_k if top_k > 0 else probs.numel()
         restricted = probs[order[:limit]] / probs[order[:limit]].sum()
-        mass = 0.0
-        for rank, index in enumerate(order[:limit]):
+        # The walk over the ranks in plain Python numbers (the same float64 values, read once).
+        kept, mass = [], 0.0
+        for index, share in zip(order[:limit].tolist(), restricted.tolist(), strict=True):
             if mass >= top_p:
                 break
-            out[row, index] = probs[index]
-            mass += float(restricted[rank])
+            kept.append(index)
+            mass += share
+        out[row, kept] = probs[kept]
         out[row] /= out[row].sum()
     return out.reshape(logits.shape).float()

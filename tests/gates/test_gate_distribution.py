@@ -99,18 +99,24 @@ Z_MAX = 4.0
 
 
 def output_z_scores(target_ck: Checkpoint, outs, temperature: float, top_p: float, top_k: int) -> list[float]:
-    """z of the surprisal statistic and of the three rank bins over every speculative token of `outs`."""
+    """z of the surprisal statistic and of the three rank bins over every speculative token of `outs`.
+
+    Requests that sampled the same sequence add the same increments: each distinct sequence is recomputed once
+    (the dense reference's per-row filter is most of this gate's time) and counted as often as it was drawn.
+    """
     # Columns: log p(x) + H(p) (the score of a temperature change), then the indicators of rank 0, 1, >= 2.
     centred, variance = torch.zeros(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)
+    drawn: dict[tuple[int, ...], list] = {}  # distinct sequence -> the requests that drew it
     for out in outs:
-        full = list(out.prompt_ids) + list(out.token_ids)
-        start = len(out.prompt_ids)
         assert len(out.token_ids) == NUM_TOKENS
+        drawn.setdefault((*out.prompt_ids, *out.token_ids), []).append(out)
+    for sequence, same in drawn.items():
+        full, start, count = list(sequence), len(same[0].prompt_ids), len(same)
         logits, _ = target_forward(target_ck, full[:-1])
         probs = filtered_probs(logits[start - 1 :], temperature, top_p, top_k).double()  # row t: token t
         for t in range(1, NUM_TOKENS):  # token t was committed by a verify step, given full[: start + t]
             token, p = full[start + t], probs[t]
-            assert p[token] > 0, f"request {out.request_id}: token {t} = {token} lies outside the filter"
+            assert p[token] > 0, f"request {same[0].request_id}: token {t} = {token} lies outside the filter"
             support = p > 0
             log_p = torch.where(support, p.clamp_min(1e-300).log(), torch.zeros_like(p))
             entropy = -(p * log_p).sum()
@@ -119,10 +125,10 @@ def output_z_scores(target_ck: Checkpoint, outs, temperature: float, top_p: floa
             bins = torch.stack([p[order[0]], p[order[1]], 1 - p[order[0]] - p[order[1]]])
             hit = torch.zeros(3, dtype=torch.float64)
             hit[min(rank, 2)] = 1
-            centred[0] += log_p[token] + entropy
-            variance[0] += (p * (log_p + entropy) ** 2).sum()
-            centred[1:] += hit - bins
-            variance[1:] += bins * (1 - bins)
+            centred[0] += count * (log_p[token] + entropy)
+            variance[0] += count * (p * (log_p + entropy) ** 2).sum()
+            centred[1:] += count * (hit - bins)
+            variance[1:] += count * bins * (1 - bins)
     return (centred / variance.clamp_min(1e-12).sqrt()).tolist()
 
 
