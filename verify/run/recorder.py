@@ -160,10 +160,13 @@ class Recorder:
         )  # fmt: skip
         self._killed = self._killed or outcome.is_check
         if self.stop_after is not None and self._killed and set(self.stop_after) <= self._done:
-            if self._session is not None and not self._session.shouldstop:
+            if self._session is not None and not self._session.shouldfail:
                 # Journalled first, so the parent reads the gates never started as skipped on purpose.
                 self._write({"stopped": gate_id})
-                self._session.shouldstop = "dflash-verify: first kill"
+                # shouldfail, as `-x` does: pytest ends the session as failed. shouldstop would end it as
+                # interrupted, and its terminal reporter then formats the interrupt's traceback (~90 ms a child,
+                # parsing every frame's source file), which nothing reads.
+                self._session.shouldfail = "dflash-verify: first kill"
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
