@@ -106,12 +106,12 @@ def output_z_scores(target_ck: Checkpoint, outs, temperature: float, top_p: floa
     """
     # Columns: log p(x) + H(p) (the score of a temperature change), then the indicators of rank 0, 1, >= 2.
     centred, variance = torch.zeros(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)
-    drawn: dict[tuple[int, ...], list] = {}  # distinct sequence -> the requests that drew it
+    drawn: dict[tuple[tuple[int, ...], tuple[int, ...]], list] = {}  # (prompt, output) -> the requests
     for out in outs:
         assert len(out.token_ids) == NUM_TOKENS
-        drawn.setdefault((*out.prompt_ids, *out.token_ids), []).append(out)
-    for sequence, same in drawn.items():
-        full, start, count = list(sequence), len(same[0].prompt_ids), len(same)
+        drawn.setdefault((tuple(out.prompt_ids), tuple(out.token_ids)), []).append(out)
+    for (prompt_ids, token_ids), same in drawn.items():
+        full, start, count = [*prompt_ids, *token_ids], len(prompt_ids), len(same)
         logits, _ = target_forward(target_ck, full[:-1])
         probs = filtered_probs(logits[start - 1 :], temperature, top_p, top_k).double()  # row t: token t
         for t in range(1, NUM_TOKENS):  # token t was committed by a verify step, given full[: start + t]
