@@ -53,13 +53,13 @@ def _context(
     lens = [p.numel() for p in poss]
     width = max(lens)
     if min(lens) == width:  # nothing to pad (always so at batch 1): ~7 ops fewer a step
-        host = torch.stack(poss)
+        features, host = torch.stack(feats), torch.stack(poss)
         valid = torch.ones(num_rows, width, dtype=torch.bool, device=device)
-        return torch.stack(feats), host.to(device, non_blocking=True), valid
-    host = torch.stack([torch.cat([p, p[-1:].expand(width - p.numel())]) for p in poss])
-    positions = host.to(device, non_blocking=True)
-    valid = torch.arange(width, device=device)[None, :] < torch.tensor(lens, device=device)[:, None]
-    return pad_sequence(feats, batch_first=True), positions, valid
+    else:
+        features = pad_sequence(feats, batch_first=True)
+        host = torch.stack([torch.cat([p, p[-1:].expand(width - p.numel())]) for p in poss])
+        valid = torch.arange(width, device=device)[None, :] < torch.tensor(lens, device=device)[:, None]
+    return features, host.to(device, non_blocking=True), valid
 
 
 def propose(
