@@ -78,16 +78,34 @@ def test_exit_3_on_a_red_baseline_naming_the_gate(toy_copy, cli) -> None:
 
 
 def test_exit_3_on_a_flaky_gate(toy_copy, cli, tmp_path) -> None:
+    # Red on its first run (the baseline's), green on every later one: the re-run alone tells it from red.
     root = toy_copy()
     marker = tmp_path / "ran-once"
     (root / "tests" / "gates" / "test_flaky.py").write_text(
         "import pathlib\n\nimport pytest\n\n\n@pytest.mark.gate\ndef test_flaky():\n"
         f"    marker = pathlib.Path({str(marker)!r})\n"
-        "    first = not marker.exists()\n    marker.touch()\n    assert first\n"
+        "    first = not marker.exists()\n    marker.touch()\n    assert not first\n"
     )
     result = cli("--project", str(root), "--no-cache", *KILLED_ONLY)
     assert result.exit_code == 3, result.output
-    assert "test_flaky is flaky" in result.output.replace("\n", "")
+    output = " ".join(result.output.split())
+    assert "test_flaky is flaky: red (assertion) in the baseline" in output and "green on a re-run" in output
+
+
+def test_exit_3_on_a_gate_the_import_hook_changes(toy_copy, cli) -> None:
+    # Green when its modules come from the files (plain pytest), red whenever they are served through the
+    # import hook, as every mutant's are: not red, not flaky, but a gate no mutant can be judged by.
+    root = toy_copy()
+    (root / "tests" / "gates" / "test_loader.py").write_text(
+        "import pytest\n\nfrom toy import arith\n\n\n@pytest.mark.gate\ndef test_loader():\n"
+        "    assert type(arith.__loader__).__name__ == 'SourceFileLoader'\n"
+    )
+    result = cli("--project", str(root), "--no-cache", *KILLED_ONLY)
+    assert result.exit_code == 3, result.output
+    output = " ".join(result.output.split())
+    assert "test_loader is red (assertion) whenever the project's sources are served through the import hook" in (
+        output
+    )
 
 
 def test_cache_skips_unchanged_work_and_reruns_changed_work(toy_copy, cli, tmp_path) -> None:

@@ -7,7 +7,9 @@ import time
 
 import pytest
 
-from verify.run.cache import tree_digest
+from verify.run.cache import ResultCache, tree_digest
+from verify.run.checks import run_pristine
+from verify.run.coverage_map import CoverageMap
 from verify.run.executor import Executor, Job
 from verify.run.settings import ConfigError, load_config, load_mutations, project_files
 
@@ -138,3 +140,32 @@ def test_an_unmutated_run_shares_its_bytecode_and_a_mutant_never_does(toy_copy) 
     assert any(c.startswith("toy/__pycache__/arith.") for c in cached), cached
     assert any(c.startswith("tests/gates/__pycache__/test_arith.") and "pytest" in c for c in cached), cached
     assert [o.outcome for o in again.outcomes] == ["passed", "passed"]
+
+
+class _NoProgress:
+    def phase(self, name: str, total: int) -> None:
+        pass
+
+    def advance(self, label: str) -> None:
+        pass
+
+
+def test_a_baseline_shared_by_children_equals_one_childs(toy_copy, tmp_path) -> None:
+    # The toy's gates split over two files, so that three children sharing the baseline each have some to claim.
+    root = toy_copy()
+    gates = root / "tests" / "gates"
+    text = (gates / "test_arith.py").read_text()
+    (gates / "test_arith2.py").write_text(text)
+    config = load_config(root)
+    runs = {}
+    for num_jobs in (1, 3):
+        cache = ResultCache(root, enabled=False)
+        with Executor(config) as executor:
+            runs[num_jobs] = run_pristine(executor, cache, tree_digest(config), _NoProgress(), num_jobs)
+    (one, one_coverage, _), (shared, shared_coverage, _) = runs[1], runs[3]
+    assert one.gate_ids == shared.gate_ids  # each gate once, in collection order
+    assert len(shared.gate_ids) == len(set(shared.gate_ids)) > 4
+    ids = one.gate_ids
+    one_map, shared_map = CoverageMap.from_json(one_coverage, ids), CoverageMap.from_json(shared_coverage, ids)
+    for line in range(1, len((root / ARITH).read_text().splitlines()) + 1):
+        assert one_map.gates_reaching(ARITH, [line]) == shared_map.gates_reaching(ARITH, [line]), line

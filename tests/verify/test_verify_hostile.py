@@ -79,7 +79,8 @@ def test_sometimes():
     count = int(open(path).read() or 0) if os.path.exists(path) else 0
     open(path, "w").write(str(count + 1))
     core.add(1, 1)
-    assert count < 3 or count % 3 != 0, f"flaky failure on run {count}"
+    # Green on its first run (the baseline's), then red on every third: runs 3, 6, 9, ...
+    assert count < 2 or count % 3 != 2, f"flaky failure on run {count}"
 """
 
 # A gate that writes down a draw from numpy's global generator, never seeded (outside the project, as above).
@@ -220,13 +221,14 @@ def test_a_gate_failing_one_run_in_three_is_flaky_and_its_kills_do_not_count(tmp
 
 
 def test_first_kill_by_a_flaky_gate_runs_the_mutant_on_past_it(tmp_path, cli, monkeypatch) -> None:
-    # A gate green on the two unmutated runs that then fails every other run. It is the fastest gate reaching
-    # `assertion-kill`, so first-kill mode stops that mutant at its red; the flake check then finds it flaky.
-    # Judged on the gates before it alone, the mutant would "survive"; it must run on and die to test_add.
+    # A gate green on the unmutated baseline that then fails every other run, the mutant's first. It is the
+    # fastest gate reaching `assertion-kill`, so first-kill mode stops that mutant at its red; the flake check
+    # then finds it flaky. Judged on the gates before it alone, the mutant would "survive"; it must run on and
+    # die to test_add.
     monkeypatch.setenv("HOSTILE_COUNTER", str(tmp_path / "counter"))
     root = _write_project(tmp_path / "p", ["assertion-kill"], flaky=True, jobs=1, gate_sleep=0.3)
     gate = root / "tests" / "gates" / "test_flaky.py"
-    gate.write_text(gate.read_text().replace("count < 3 or count % 3 != 0", "count < 2 or count % 2 != 0"))
+    gate.write_text(gate.read_text().replace("count < 2 or count % 3 != 2", "count % 2 == 0"))
     result = cli("--project", str(root), "--first-kill", "--json", str(tmp_path / "r.json"))
     report = read_json(tmp_path / "r.json")[0]
     assert [g for g, _ in report.flaky_gates] == ["tests/gates/test_flaky.py::test_sometimes"], result.output

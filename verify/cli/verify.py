@@ -39,9 +39,9 @@ verify_app = typer.Typer(
     rich_markup_mode=None,
     help="""Run every registered mutation against the gates and report which gates catch which bug.
 
-Phases: a baseline (every gate on the unmutated code, under coverage), a harness self-check (a forced
-failure must turn the gates red, unchanged code must keep them green), then each mutation in a forked
-child against the gates that reach its lines. Results are cached in .dflash-cache/, so a second run with
+Phases: a baseline (every gate on the unmutated code, under coverage, its modules loaded the way each
+mutant's are), a harness self-check (a forced failure must turn the gates red), then each mutation in a
+forked child against the gates that reach its lines. Results are cached in .dflash-cache/, so a second run with
 nothing changed replays them. The last line is the verdict: PASS or FAIL, what failed, time, reports.
 
 \b
@@ -66,7 +66,8 @@ verify_app.command("show")(show)
 def verify(
     ctx: typer.Context,
     jobs: Annotated[
-        int, typer.Option("--jobs", "-j", min=0, help="Mutations run at once (0: [tool.dflash] jobs).")
+        int,
+        typer.Option("--jobs", "-j", min=0, help="Children run at once, in every phase (0: [tool.dflash] jobs)."),
     ] = 0,
     all_gates: Annotated[
         bool, typer.Option("--all-gates", help="Run every gate for every mutation, not only the gates reaching it.")

@@ -1,12 +1,12 @@
 """The runs on the unmutated tree that make every verdict trustworthy: the baseline, the harness self-check
 and the pristine re-runs that expose flaky gates.
 
-The baseline runs every gate under coverage.py and times it; a red gate stops the run. The self-check runs
-beside it, in the same batch of children, and proves the harness: a forced failure must turn every gate red
-by assertion, and every source file served unchanged through the import hook must keep every gate green
-(the second unmutated run). After the
-mutations, the gates that turned red are re-run on the pristine tree; one red there is flaky, and its
-kills are not counted. Returns records; never prints.
+The baseline runs every gate once under coverage.py and times it, shared by one child per worker, with every
+source file served unchanged through the import hook that serves the mutants; a red gate stops the run, after
+a re-run alone tells red from flaky from a gate the hook changes. The self-check's forced failure runs beside it,
+in the same batch of children, and proves the harness can see a failure: it must turn every gate red by
+assertion. After the mutations, the gates that turned red are re-run on the pristine tree; one red there is
+flaky, and its kills are not counted. Returns records; never prints.
 """
 
 from __future__ import annotations
@@ -55,38 +55,78 @@ def _sources(config: ProjectConfig) -> tuple[tuple[str, str], ...]:
 
 
 def run_pristine(
-    ex: Executor, cache: cache_mod.ResultCache, tree: str, progress: Progress
+    ex: Executor, cache: cache_mod.ResultCache, tree: str, progress: Progress, num_jobs: int
 ) -> tuple[Baseline, dict[str, Any], str]:
-    """The baseline and the harness self-check, side by side in one batch of children (neither needs the
+    """The baseline and the harness self-check's forced failure, in one batch of children (neither needs the
     other's result to run, only to be judged). Returns (baseline, coverage data, self-check status:
     "passed" or "cached"); raises BaselineError or HarnessError."""
     config = ex.config
     cached = cache.get_baseline(tree)
     checked = cache.get_self_check(tree)
     jobs = []
-    if cached is None:
-        jobs.append(Job("_baseline", (), config.baseline_timeout_s, measure_coverage=True, share_bytecode=True))
     if not checked:
         # Before the baseline is known there is no per-gate budget: each may take as long as a baseline.
         jobs.append(Job("_forced-fail", (), config.baseline_timeout_s, force_fail=True, share_bytecode=True))
-        jobs.append(Job("_noop", (), config.baseline_timeout_s, _sources(config)))
+    if cached is None:
+        # One run of the gates shared by a child per worker (each gate file to whichever claims it first), with
+        # every source file served unchanged through the import hook, as each mutant's code is served: a gate
+        # the hook itself changes is red here, never later as a kill.
+        sources = _sources(config)
+        jobs += [
+            Job(f"_baseline-{k + 1}", (), config.baseline_timeout_s, sources, measure_coverage=True, claims="baseline")
+            for k in range(max(1, num_jobs))
+        ]
     progress.phase("baseline and self-check", max(1, len(jobs)))
     if not jobs:
         progress.advance("baseline and self-check (cached)")
-    runs = {run.key: run for run in ex.run(jobs, config.num_jobs, lambda r: progress.advance(r.key.lstrip("_")))}
+    runs = {run.key: run for run in ex.run(jobs, num_jobs, lambda r: progress.advance(r.key.lstrip("_")))}
     if cached is not None:
         baseline, coverage = baseline_from_dict(cached["baseline"]), cached["coverage"]
     else:
-        baseline, coverage = _judge_baseline(config, runs["_baseline"], runs.get("_noop"))
+        merged = _merge([run for key, run in runs.items() if key.startswith("_baseline")])
+        baseline, coverage = _judge_baseline(ex, merged, num_jobs)
         cache.put_baseline(tree, {"baseline": dataclasses.asdict(baseline), "coverage": coverage})
     if checked:
         return baseline, coverage, "cached"
-    _judge_self_check(baseline, runs["_forced-fail"], runs["_noop"])
+    _judge_self_check(baseline, runs["_forced-fail"])
     cache.put_self_check(tree)
     return baseline, coverage, "passed"
 
 
-def _judge_baseline(config: ProjectConfig, run: JobResult, noop: JobResult | None) -> tuple[Baseline, dict[str, Any]]:
+def _merge(parts: list[JobResult]) -> JobResult:
+    """The children that shared one run of the gates, as one run: their outcomes in collection order, their
+    coverage joined (a line any of them saw, with every context it was seen in)."""
+    if len(parts) == 1:
+        return parts[0]
+    order = max((part.order for part in parts), key=len)  # every child collected the same gates
+    index = {gate_id: i for i, gate_id in enumerate(order)}
+    outcomes = sorted((o for part in parts for o in part.outcomes), key=lambda o: index.get(o.gate_id, len(index)))
+    lines: dict[str, dict[str, list[str]]] = {}
+    fixtures: dict[str, list[str]] = {}
+    for part in parts:
+        coverage = part.coverage or {}
+        fixtures.update(coverage.get("fixtures", {}))
+        for file, by_line in coverage.get("lines", {}).items():
+            merged = lines.setdefault(file, {})
+            for line, contexts in by_line.items():
+                merged[line] = sorted(set(merged.get(line, ())) | set(contexts))
+    failed = [part for part in parts if part.state != "done"]
+    return JobResult(
+        "_baseline",
+        failed[0].state if failed else "done",
+        max(part.duration_s for part in parts),
+        tuple(outcomes),
+        "; ".join(f"{part.key.lstrip('_')}: {part.reason}" for part in failed),
+        max(part.pytest_exit for part in parts),
+        tuple(sorted({file for part in parts for file in part.loaded})),
+        tuple(dict.fromkeys(error for part in parts for error in part.collect_errors)),
+        {"lines": lines, "fixtures": fixtures},
+        order,
+    )
+
+
+def _judge_baseline(ex: Executor, run: JobResult, num_jobs: int) -> tuple[Baseline, dict[str, Any]]:
+    config = ex.config
     if run.state != "done":
         raise BaselineError(f"baseline {run.state}: {run.reason}")
     if run.collect_errors:
@@ -95,14 +135,13 @@ def _judge_baseline(config: ProjectConfig, run: JobResult, noop: JobResult | Non
     ran = [o for o in run.outcomes if not (o.outcome is Outcome.NOT_RUN and o.exc_type == "Skipped")]
     red = [o for o in ran if o.outcome is not Outcome.PASSED]
     if red:
-        state = "not run" if red[0].outcome is Outcome.NOT_RUN else f"red ({red[0].outcome})"
-        again = {o.gate_id: o.outcome for o in noop.outcomes} if noop is not None else {}
-        if again.get(red[0].gate_id) is Outcome.PASSED:  # the two unmutated runs disagree
-            raise BaselineError(
-                f"gate {red[0].gate_id} is flaky: {state} in the baseline ({_why(red[0])}), green on a second "
-                "unmutated run"
-            )
-        raise BaselineError(f"gate {red[0].gate_id} is {state} on unmutated code ({_why(red[0])})")
+        raise _red_baseline(ex, red[0], num_jobs)
+    missing = [gate_id for gate_id in run.order if gate_id not in {o.gate_id for o in run.outcomes}]
+    if missing:  # collected, and neither run nor skipped: no mutant may be judged without it
+        raise BaselineError(
+            f"gate {missing[0]} was collected but never ran in the baseline (pytest exit {run.pytest_exit})"
+            + (f", nor did {len(missing) - 1} more" if len(missing) > 1 else "")
+        )
     baseline = Baseline("green", tuple(ran))
     if not baseline.gates:
         raise BaselineError(
@@ -112,12 +151,38 @@ def _judge_baseline(config: ProjectConfig, run: JobResult, noop: JobResult | Non
     return baseline, run.coverage or {}
 
 
-def _judge_self_check(baseline: Baseline, forced: JobResult, noop: JobResult) -> None:
-    """A forced failure must be seen on every baseline gate; unchanged code served by the hook must keep
-    every baseline gate green (the second unmutated run, which also catches a gate flaky on its 2nd run)."""
-    for run in (forced, noop):
-        if run.state != "done":
-            raise HarnessError(f"self-check {run.key.lstrip('_')} {run.state}: {run.reason}")
+def _red_baseline(ex: Executor, red: GateOutcome, num_jobs: int) -> Exception:
+    """A gate red in the baseline, run again alone twice at once: from the files, and through the import hook
+    as the baseline ran it. Green through the hook: flaky. Green only from the files: the hook changes what
+    the gate sees, so no mutant can be judged by it (a harness error). Red both ways: red."""
+    config = ex.config
+    state = "not run" if red.outcome is Outcome.NOT_RUN else f"red ({red.outcome})"
+    gate = (red.gate_id,)
+    plain, hooked = ex.run(
+        [Job("_recheck", gate, config.baseline_timeout_s), Job("_recheck-hooked", gate, config.baseline_timeout_s,
+                                                                 _sources(config))],
+        num_jobs,
+    )  # fmt: skip
+
+    def green(run: JobResult) -> bool:
+        return any(o.gate_id == red.gate_id and o.outcome is Outcome.PASSED for o in run.outcomes)
+
+    if green(hooked):
+        return BaselineError(f"gate {red.gate_id} is flaky: {state} in the baseline ({_why(red)}), green on a re-run")
+    if green(plain):
+        return HarnessError(
+            f"gate {red.gate_id} is {state} whenever the project's sources are served through the import hook, as "
+            f"every mutant's are ({_why(red)}), and green when they are imported from the files: no mutant can be "
+            "judged by it (does it read how its modules were loaded?)"
+        )
+    return BaselineError(f"gate {red.gate_id} is {state} on unmutated code ({_why(red)}), also when re-run alone")
+
+
+def _judge_self_check(baseline: Baseline, forced: JobResult) -> None:
+    """A forced failure must be seen on every baseline gate. (The other half, that unchanged code served by the
+    import hook keeps every gate green, is the baseline's own run through the hook.)"""
+    if forced.state != "done":
+        raise HarnessError(f"self-check {forced.key.lstrip('_')} {forced.state}: {forced.reason}")
     seen = {o.gate_id for o in forced.outcomes if o.outcome is Outcome.ASSERTION}
     unseen = [g for g in baseline.gate_ids if g not in seen]
     if unseen:
@@ -126,15 +191,6 @@ def _judge_self_check(baseline: Baseline, forced: JobResult, noop: JobResult) ->
             + (f" and {len(unseen) - 3} more" if len(unseen) > 3 else "")
             + " (a plugin or conftest hook that turns failures into passes or skips?)"
         )
-    missing = GateOutcome("", Outcome.NOT_RUN, 0.0, "NotRun", "it never ran")
-    outcomes = {o.gate_id: o for o in noop.outcomes}
-    for gate_id in baseline.gate_ids:
-        outcome = outcomes.get(gate_id, missing)
-        if outcome.outcome is not Outcome.PASSED:
-            raise BaselineError(
-                f"gate {gate_id} is flaky: green in the baseline, {outcome.outcome} ({_why(outcome)}) on a second "
-                "unmutated run"
-            )
 
 
 def _balanced(gate_ids: tuple[str, ...], baseline: Baseline, count: int) -> list[tuple[str, ...]]:

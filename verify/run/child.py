@@ -117,14 +117,15 @@ def _isolate(config: ProjectConfig, job: Any, pristine: Path, paths: JobPaths) -
     return private
 
 
-def run_child(config: ProjectConfig, job: Any, pristine: Path, paths: JobPaths) -> int:
-    """The child's body; returns its exit code. `job` is a `verify.run.executor.Job`."""
+def run_child(config: ProjectConfig, job: Any, pristine: Path, paths: JobPaths, claims: Path | None = None) -> int:
+    """The child's body; returns its exit code. `job` is a `verify.run.executor.Job`; `claims` is the folder it
+    shares with the sibling children that split its gates (None: it runs them all)."""
     private = _isolate(config, job, pristine, paths)
     overrides = {str(private / rel): text for rel, text in job.overrides}
     finder = MutantFinder([private / rel for rel in config.import_paths], config.source_packages, overrides)
     sys.meta_path.insert(0, finder)
     cov = coverage_map.start(private, config.source_roots) if job.measure_coverage else None
-    recorder = Recorder(paths.journal, config.invariant_errors, cov, job.force_fail, job.stop_after)
+    recorder = Recorder(paths.journal, config.invariant_errors, cov, job.force_fail, job.stop_after, claims)
     args = [*(job.gate_ids or config.gates), "-m", config.gate_marker, "-p", "no:cacheprovider", "-q"]
     args += ["--rootdir", str(private)]
     exit_code = pytest.main(args, plugins=[recorder])
@@ -132,6 +133,7 @@ def run_child(config: ProjectConfig, job: Any, pristine: Path, paths: JobPaths) 
         "pytest_exit": int(exit_code),
         "loaded": sorted(str(Path(p).relative_to(private)) for p in finder.loaded),
         "collect_errors": recorder.collect_errors,
+        "order": recorder.order,
     }
     if cov is not None:
         payload["coverage"] = {"lines": coverage_map.collect(cov, private), "fixtures": recorder.fixtures}

@@ -52,6 +52,9 @@ class Job:
     # First-kill mode: stop once a gate's own check fired and these gates have run; None runs every gate.
     stop_after: tuple[str, ...] | None = None
     share_bytecode: bool = False  # an unmutated run whose bytecode later children load (never a mutant's)
+    # Children of one `Executor.run` call that name the same group share its gates: each gate file is run by
+    # whichever of them claims it first, in collection order (one run of the gates spread over the workers).
+    claims: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +68,7 @@ class JobResult:
     loaded: tuple[str, ...] = ()  # mutated files the child actually imported
     collect_errors: tuple[tuple[str, str], ...] = ()
     coverage: dict[str, Any] | None = None  # {"lines": ..., "fixtures": ...} when measured
+    order: tuple[str, ...] = ()  # every gate the child collected, in collection order
 
 
 def load_scale() -> float:
@@ -213,6 +217,9 @@ class Executor:
         self._count += 1
         paths = JobPaths(Path(self._tmp, "jobs", f"{self._count}"))
         paths.base.mkdir(parents=True)
+        claims = Path(self._tmp, "claims", job.claims) if job.claims else None
+        if claims is not None:
+            claims.mkdir(parents=True, exist_ok=True)
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
@@ -223,7 +230,7 @@ class Executor:
                 log_fd = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 os.dup2(log_fd, 1)
                 os.dup2(log_fd, 2)
-                exit_code = run_child(self.config, job, self.pristine, paths)
+                exit_code = run_child(self.config, job, self.pristine, paths, claims)
             except BaseException:
                 with contextlib.suppress(BaseException):
                     os.write(2, traceback.format_exc().encode())
@@ -266,7 +273,7 @@ class Executor:
                 outcomes.append(GateOutcome(gate_id, Outcome.NOT_RUN, 0.0, "NotRun", why or "never started"))
         return JobResult(
             job.key, state, elapsed, tuple(outcomes), why, int(data.get("pytest_exit", -1)),
-            tuple(data.get("loaded", ())), collect_errors, data.get("coverage"),
+            tuple(data.get("loaded", ())), collect_errors, data.get("coverage"), tuple(data.get("order", ())),
         )  # fmt: skip
 
 

@@ -269,7 +269,8 @@ def run_verify(
     tree = cache_mod.tree_digest(config)
     run = _Run(config, chosen, options, cache, on_report or (lambda report: None))
     with signals_as_interrupts(), Executor(config) as ex:
-        run.baseline, coverage, run.self_check = run_pristine(ex, cache, tree, progress)
+        num_jobs = options.jobs or config.num_jobs
+        run.baseline, coverage, run.self_check = run_pristine(ex, cache, tree, progress, num_jobs)
         check_sources_imported(config, coverage)  # a layout the copy cannot import is an error, not survivals
         coverage_map = CoverageMap.from_json(coverage, run.baseline.gate_ids)
         planned = _plan(run, coverage_map, tree, changed)

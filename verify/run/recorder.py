@@ -6,12 +6,14 @@ declares in `invariant_errors` is a named invariant; anything else is an excepti
 or never finishes is not-run. Each finished gate is appended to a JSON-lines journal at once, and each
 gate's start is journalled too, so the parent knows what finished and what was running when a child hangs,
 dies or is killed. In first-kill mode it ends the session once a gate's own check fired and every gate it
-must run has finished. It optionally switches coverage.py's dynamic context per test, and can force every gate
-red for the harness self-check. It knows nothing of mutations or forking.
+must run has finished. It optionally switches coverage.py's dynamic context per test, can force every gate
+red for the harness self-check, and can share one run of the gates with sibling children through a claims
+folder: each gate file goes to whichever child claims it first. It knows nothing of mutations or forking.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Generator, Sequence
@@ -52,6 +54,7 @@ class Recorder:
         coverage: Any = None,
         force_fail: bool = False,
         stop_after: tuple[str, ...] | None = None,
+        claims: Path | None = None,
     ) -> None:
         self.journal = journal
         self.invariant_errors = tuple(invariant_errors)
@@ -68,6 +71,11 @@ class Recorder:
         self.collect_errors: list[tuple[str, str]] = []  # (node id, first line of why)
         self.fixtures: dict[str, list[str]] = {}  # gate id -> the fixture names it depends on
         self._context = ""
+        # Sibling children walk the same collection in the same order; a file is run by the child that creates
+        # its claim first, whole (its module fixtures set up once), and skipped without a trace by the others.
+        self.claims = claims
+        self._mine: dict[str, bool] = {}
+        self.order: list[str] = []  # every gate collected, in collection order
 
     def _write(self, record: dict[str, Any]) -> None:
         with open(self.journal, "a") as journal:
@@ -81,8 +89,37 @@ class Recorder:
             self.coverage.switch_context(context)
         return previous
 
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    def _is_mine(self, item: pytest.Item) -> bool:
+        if self.claims is None:
+            return True
+        file = item.nodeid.partition("::")[0]
+        if file not in self._mine:
+            claim = self.claims / hashlib.sha256(file.encode()).hexdigest()
+            try:
+                os.close(os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+                self._mine[file] = True
+            except FileExistsError:
+                self._mine[file] = False
+        return self._mine[file]
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.order = [item.nodeid for item in session.items]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+        if self._is_mine(item):
+            return None
+        # A gate another child claimed is neither run nor reported here (True ends the hook). What pytest's own
+        # protocol does after a gate still happens: the fixtures and collectors the next gate does not share are
+        # torn down, so the next gate this child runs finds the setup stack it expects (another folder, say).
+        item.session._setupstate.teardown_exact(nextitem)
+        return True
+
+    @pytest.hookimpl(hookwrapper=True, specname="pytest_runtest_protocol")
+    def pytest_runtest_protocol_journal(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+        if not self._is_mine(item):
+            yield
+            return
         self.fixtures[item.nodeid] = list(getattr(item, "fixturenames", ()))
         self._write({"started": item.nodeid})
         self._switch(item.nodeid)
