@@ -33,6 +33,7 @@ import pytest
 from verify.report.verdict import GateOutcome, Outcome
 from verify.run.child import JobPaths, prime, run_child
 from verify.run.private_copy import adopt_bytecode, copy_files
+from verify.run.recorder import read_journal
 from verify.run.settings import ProjectConfig, project_files
 
 __all__ = ["Executor", "Job", "JobResult", "load_scale", "signals_as_interrupts"]
@@ -242,7 +243,7 @@ class Executor:
 
     def _collect(self, entry: _Running, exit_code: int | None, elapsed: float) -> JobResult:
         job, paths = entry.job, entry.paths
-        started, finished, stopped = _read_journal(paths.journal)
+        started, finished, stopped = read_journal(paths.journal)
         data = json.loads(paths.result.read_text()) if exit_code == 0 and paths.result.is_file() else {}
         if exit_code is None:
             state, why = "timeout", f"still running after {entry.budget_s:.1f}s (budget {job.timeout_s:.1f}s x load)"
@@ -279,27 +280,3 @@ class Executor:
 
 def _replace_id(outcome: GateOutcome, gate_id: str) -> GateOutcome:
     return GateOutcome(gate_id, outcome.outcome, outcome.duration_s, outcome.exc_type, outcome.message)
-
-
-def _read_journal(path: Path) -> tuple[list[str], dict[str, GateOutcome], bool]:
-    """(gates started, gates finished, whether the child stopped on purpose at a first kill)."""
-    started: list[str] = []
-    finished: dict[str, GateOutcome] = {}
-    stopped = False
-    if not path.is_file():
-        return started, finished, stopped
-    for line in path.read_text(errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut short by a kill
-        if "started" in record:
-            started.append(record["started"])
-        elif "stopped" in record:
-            stopped = True
-        else:
-            finished[record["gate_id"]] = GateOutcome(
-                record["gate_id"], Outcome(record["outcome"]), record["duration_s"], record["exc_type"],
-                record["message"],
-            )  # fmt: skip
-    return started, finished, stopped

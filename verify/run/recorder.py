@@ -8,7 +8,8 @@ gate's start is journalled too, so the parent knows what finished and what was r
 dies or is killed. In first-kill mode it ends the session once a gate's own check fired and every gate it
 must run has finished. It optionally switches coverage.py's dynamic context per test, can force every gate
 red for the harness self-check, and can share one run of the gates with sibling children through a claims
-folder: each gate file goes to whichever child claims it first. It knows nothing of mutations or forking.
+folder: each gate file goes to whichever child claims it first. `read_journal` reads a journal back for the
+parent. It knows nothing of mutations or forking.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from verify.report.verdict import Outcome
+from verify.report.verdict import GateOutcome, Outcome
 
-__all__ = ["MutantInterrupt", "Recorder", "classify"]
+__all__ = ["MutantInterrupt", "Recorder", "classify", "read_journal"]
 
 
 class MutantInterrupt(Exception):
@@ -211,3 +212,27 @@ class Recorder:
             lines = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
             why = lines[-1] if lines else (text.strip().splitlines() or [""])[-1]
             self.collect_errors.append((report.nodeid or "<collection>", why[:200]))
+
+
+def read_journal(path: Path) -> tuple[list[str], dict[str, GateOutcome], bool]:
+    """(gates started, gates finished, whether the child stopped on purpose at a first kill)."""
+    started: list[str] = []
+    finished: dict[str, GateOutcome] = {}
+    stopped = False
+    if not path.is_file():
+        return started, finished, stopped
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut short by a kill
+        if "started" in record:
+            started.append(record["started"])
+        elif "stopped" in record:
+            stopped = True
+        else:
+            finished[record["gate_id"]] = GateOutcome(
+                record["gate_id"], Outcome(record["outcome"]), record["duration_s"], record["exc_type"],
+                record["message"],
+            )  # fmt: skip
+    return started, finished, stopped
