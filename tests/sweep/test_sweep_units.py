@@ -3,6 +3,7 @@ equivalents, grouping, and the CLI's answers to bad input."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import tomllib
 from pathlib import Path
@@ -17,7 +18,7 @@ from verify.sweep import equivalents
 from verify.sweep import mutmut_run as sweep_mutmut
 from verify.sweep import source as sweep_source
 from verify.sweep.driver import SweepInputError, parse_budget, resolve_modules
-from verify.sweep.report import result_from_json, summarise, to_json, write_json
+from verify.sweep.report import result_from_json, summarise, tables, to_json, write_json
 from verify.sweep.result import NO_TESTS, NOT_CHECKED, SweepMutant, SweepOutcome, SweepResult
 from verify.sweep.undecorate import PREFIX, undecorate
 
@@ -212,6 +213,33 @@ def test_shipped_equivalents_keep_device_and_dtype_mutants_apart() -> None:
     for mark in marks:
         machine_bound = "CUDA" in mark.reason or "device" in mark.reason or "float32" in mark.reason
         assert (mark.kind == "uncovered") == machine_bound, (mark.function, mark.reason)
+
+
+def test_an_entry_whose_line_is_gone_is_stale_and_named_in_the_report(tmp_path: Path) -> None:
+    path = tmp_path / "equivalents.toml"
+    path.write_text(
+        '[[equivalent]]\nmodule = "runner/m.py"\nfunction = "f"\noriginal = "  return a + 0"\n'
+        'mutated = "return a - 0"\nreason = "adding zero"\n\n'
+        '[[equivalent]]\nmodule = "runner/m.py"\nfunction = "f"\noriginal = "return b * 1"\n'
+        'mutated = "return b / 1"\nreason = "times one"\n\n'
+        '[[equivalent]]\nmodule = "runner/other.py"\nfunction = "g"\noriginal = "gone"\nmutated = "x"\nreason = "r"\n'
+    )
+    marks = equivalents.load(path)
+    source = {"runner/m.py": "def f(a):\n    return a + 0\n"}
+    # The moved line is stale; a line still there is not; a module this sweep did not read is not judged.
+    assert [m.original for m in equivalents.stale(marks, source)] == ["return b * 1"]
+    result = dataclasses.replace(_result(tmp_path, ()), stale_equivalents=("runner/m.py: f: return b * 1",))
+    (tmp_path / "runner").mkdir()
+    (tmp_path / "runner/m.py").write_text(source["runner/m.py"])
+    notes = " ".join(tables(result, {})[0].notes)
+    assert "1 equivalents entry match no line of their module any more" in notes and "return b * 1" in notes
+
+
+def test_shipped_equivalents_match_lines_of_todays_runner() -> None:
+    root = Path(__file__).resolve().parents[2]
+    marks = equivalents.load(root / "mutations" / "equivalents.toml")
+    sources = {m.module: (root / m.module).read_text() for m in marks if m.module}
+    assert [(m.module, m.function, m.original) for m in equivalents.stale(marks, sources)] == []
 
 
 @pytest.mark.parametrize(

@@ -208,6 +208,10 @@ def run_sweep(config: SweepConfig, on_progress: ProgressCallback | None = None) 
             num_jobs=config.jobs,
             budget_s=config.budget_s,
             message=message,
+            stale_equivalents=tuple(
+                f"{eq.module}: {eq.function}: {eq.original.strip().splitlines()[0]}"
+                for eq in equivalents.stale(marks, originals)
+            ),
         )
 
     if not modules:

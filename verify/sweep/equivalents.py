@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -103,6 +103,15 @@ def apply(mutants: Iterable[SweepMutant], equivalents: tuple[Equivalent, ...]) -
                 mutant = replace(mutant, status=Status.EQUIVALENT, reason=entry.reason.strip())
         marked.append(mutant)
     return tuple(marked)
+
+
+def stale(equivalents: tuple[Equivalent, ...], sources: Mapping[str, str]) -> tuple[Equivalent, ...]:
+    """Entries for the modules in `sources` (module -> its text) whose `original` lines appear nowhere in it: the
+    code moved on, so they match no mutant and excuse nothing. (A `mutant = "<key>"` entry cannot be checked.)"""
+    texts = {module: _norm(text) for module, text in sources.items()}
+    return tuple(
+        eq for eq in equivalents if not eq.mutant and eq.module in texts and _norm(eq.original) not in texts[eq.module]
+    )
 
 
 def entry_toml(mutant: SweepMutant, reason: str = "TODO: why this mutant cannot change behaviour") -> str:

@@ -135,6 +135,12 @@ def tables(result: SweepResult, catalog: Mapping[str, Mutation]) -> tuple[Table,
             f"{_plural(len(result.decorated), 'decorated function')} got no operator mutants (a @staticmethod/"
             f"@classmethod among other decorators, or a name defined twice, e.g. a property setter): {names}"
         )
+    if result.stale_equivalents:
+        listed = "; ".join(result.stale_equivalents[:3]) + (" ..." if len(result.stale_equivalents) > 3 else "")
+        notes.append(
+            f"{_plural(len(result.stale_equivalents), 'equivalents entry')} match no line of their module any more "
+            f"(the code moved on; they excuse nothing, so remove or update them): {listed}"
+        )
     by_module = Table(
         "Operator mutants by module",
         ("module", *(str(label) for label in _COUNTED), "decorated"),
@@ -233,6 +239,7 @@ def result_from_json(data: Mapping[str, Any]) -> SweepResult:
         num_jobs=int(sweep["num_jobs"]),
         budget_s=sweep.get("budget_s"),
         message=sweep.get("message", ""),
+        stale_equivalents=tuple(sweep.get("stale_equivalents", ())),
     )
 
 

@@ -102,6 +102,8 @@ class SweepResult:
     message: str = ""  # why the sweep failed or stopped, with mutmut's last output lines
     # Decorated functions mutmut reached because the sweep's copy spelt their decorators as assignments.
     undecorated: tuple[DecoratedFunction, ...] = ()
+    # Equivalents-file entries for the swept modules whose original lines are gone: "module: function: line".
+    stale_equivalents: tuple[str, ...] = ()
 
     def count_in(self, functions: tuple[DecoratedFunction, ...]) -> int:
         """Mutants inside these functions."""
