@@ -100,7 +100,9 @@ def _merge(parts: list[JobResult]) -> JobResult:
         return parts[0]
     order = max((part.order for part in parts), key=len)  # every child collected the same gates
     index = {gate_id: i for i, gate_id in enumerate(order)}
-    outcomes = sorted((o for part in parts for o in part.outcomes), key=lambda o: index.get(o.gate_id, len(index)))
+    # One outcome per gate (each ran in one child, unless a pytest without a setup stack made every child run all).
+    unique = {o.gate_id: o for part in reversed(parts) for o in part.outcomes}
+    outcomes = sorted(unique.values(), key=lambda o: index.get(o.gate_id, len(index)))
     lines: dict[str, dict[str, list[str]]] = {}
     fixtures: dict[str, list[str]] = {}
     for part in parts:
