@@ -92,6 +92,26 @@ def test_exit_3_on_a_flaky_gate(toy_copy, cli, tmp_path) -> None:
     assert "test_flaky is flaky: red (assertion) in the baseline" in output and "green on a re-run" in output
 
 
+def test_exit_3_on_a_gate_that_needs_another_files_gate_run_before_it(toy_copy, cli) -> None:
+    # Green in a plain pytest run (test_a_sets.py runs first and leaves the state test_b_needs.py reads), red
+    # on its own. The shared baseline gives each child its files: the slow first file keeps one child busy while
+    # the other takes the rest, so the dependent gate runs without it and the re-runs name why.
+    root = toy_copy()
+    gates = root / "tests" / "gates"
+    (gates / "test_a_sets.py").write_text(
+        "import os\nimport time\n\nimport pytest\n\n\n@pytest.mark.gate\ndef test_sets():\n"
+        "    time.sleep(4)\n    os.environ['TOY_READY'] = '1'\n"
+    )
+    (gates / "test_b_needs.py").write_text(
+        "import os\n\nimport pytest\n\n\n@pytest.mark.gate\ndef test_needs():\n"
+        "    assert os.environ.get('TOY_READY') == '1'\n"
+    )
+    result = cli("--project", str(root), "--no-cache", *KILLED_ONLY)
+    assert result.exit_code == 3, result.output
+    output = " ".join(result.output.split())
+    assert "test_needs depends on other gates: red (assertion) when run without some of them" in output
+
+
 def test_exit_3_on_a_gate_the_import_hook_changes(toy_copy, cli) -> None:
     # Green when its modules come from the files (plain pytest), red whenever they are served through the
     # import hook, as every mutant's are: not red, not flaky, but a gate no mutant can be judged by.

@@ -156,15 +156,13 @@ def _judge_baseline(ex: Executor, run: JobResult, num_jobs: int) -> tuple[Baseli
 def _red_baseline(ex: Executor, red: GateOutcome, num_jobs: int) -> Exception:
     """A gate red in the baseline, run again alone twice at once: from the files, and through the import hook
     as the baseline ran it. Green through the hook: flaky. Green only from the files: the hook changes what
-    the gate sees, so no mutant can be judged by it (a harness error). Red both ways: red."""
+    the gate sees, so no mutant can be judged by it (a harness error). Red both ways: one more run of every gate
+    in one child tells a gate that needs others run before it (green there) from a red one."""
     config = ex.config
     state = "not run" if red.outcome is Outcome.NOT_RUN else f"red ({red.outcome})"
-    gate = (red.gate_id,)
-    plain, hooked = ex.run(
-        [Job("_recheck", gate, config.baseline_timeout_s), Job("_recheck-hooked", gate, config.baseline_timeout_s,
-                                                                 _sources(config))],
-        num_jobs,
-    )  # fmt: skip
+    gate, sources = (red.gate_id,), _sources(config)
+    timeout = config.baseline_timeout_s
+    plain, hooked = ex.run([Job("_recheck", gate, timeout), Job("_recheck-hooked", gate, timeout, sources)], num_jobs)
 
     def green(run: JobResult) -> bool:
         return any(o.gate_id == red.gate_id and o.outcome is Outcome.PASSED for o in run.outcomes)
@@ -176,6 +174,13 @@ def _red_baseline(ex: Executor, red: GateOutcome, num_jobs: int) -> Exception:
             f"gate {red.gate_id} is {state} whenever the project's sources are served through the import hook, as "
             f"every mutant's are ({_why(red)}), and green when they are imported from the files: no mutant can be "
             "judged by it (does it read how its modules were loaded?)"
+        )
+    [together] = ex.run([Job("_recheck-together", (), timeout, sources)], 1)
+    if green(together):
+        return BaselineError(
+            f"gate {red.gate_id} depends on other gates: {state} when run without some of them ({_why(red)}), green "
+            "in one run of every gate. Each mutant runs only the gates that reach it, so a gate must pass on its own "
+            "(state left by another gate's module or session fixture?)"
         )
     return BaselineError(f"gate {red.gate_id} is {state} on unmutated code ({_why(red)}), also when re-run alone")
 
