@@ -71,10 +71,17 @@ def run_pristine(
         # One run of the gates shared by a child per worker (each gate file to whichever claims it first), with
         # every source file served unchanged through the import hook, as each mutant's code is served: a gate
         # the hook itself changes is red here, never later as a kill.
-        sources = _sources(config)
+        sources, parts = _sources(config), max(1, num_jobs)
         jobs += [
-            Job(f"_baseline-{k + 1}", (), config.baseline_timeout_s, sources, measure_coverage=True, claims="baseline")
-            for k in range(max(1, num_jobs))
+            Job(
+                f"_baseline {k + 1}/{parts}",
+                (),
+                config.baseline_timeout_s,
+                sources,
+                measure_coverage=True,
+                claims="baseline",
+            )
+            for k in range(parts)
         ]
     progress.phase("baseline and self-check", max(1, len(jobs)))
     if not jobs:
