@@ -77,55 +77,43 @@ def test_exit_3_on_a_red_baseline_naming_the_gate(toy_copy, cli) -> None:
     assert "test_mul is red (assertion) on unmutated code (AssertionError: assert 12 == 13)" in output
 
 
-def test_exit_3_on_a_flaky_gate(toy_copy, cli, tmp_path) -> None:
+_GATE = "import os\nimport pathlib\nimport time\n\nimport pytest\n\nfrom toy import arith\n\n\n@pytest.mark.gate\n"
+
+# Gates that no verdict may rest on, each with what the baseline's re-runs must name. {marker}: a path
+# outside the project, the same for every child.
+BASELINE_FAILURES = {
     # Red on its first run (the baseline's), green on every later one: the re-run alone tells it from red.
-    root = toy_copy()
-    marker = tmp_path / "ran-once"
-    (root / "tests" / "gates" / "test_flaky.py").write_text(
-        "import pathlib\n\nimport pytest\n\n\n@pytest.mark.gate\ndef test_flaky():\n"
-        f"    marker = pathlib.Path({str(marker)!r})\n"
-        "    first = not marker.exists()\n    marker.touch()\n    assert not first\n"
-    )
-    result = cli("--project", str(root), "--no-cache", *KILLED_ONLY)
-    assert result.exit_code == 3, result.output
-    output = " ".join(result.output.split())
-    assert "test_flaky is flaky: red (assertion) in the baseline" in output and "green on a re-run" in output
-
-
-def test_exit_3_on_a_gate_that_needs_another_files_gate_run_before_it(toy_copy, cli) -> None:
-    # Green in a plain pytest run (test_a_sets.py runs first and leaves the state test_b_needs.py reads), red
-    # on its own. The shared baseline gives each child its files: the slow first file keeps one child busy while
+    "flaky": (
+        {"test_flaky.py": "def test_flaky():\n    marker = pathlib.Path({marker!r})\n    first = not marker.exists()\n"
+                          "    marker.touch()\n    assert not first\n"},
+        "test_flaky is flaky: red (assertion) in the baseline (AssertionError: assert not True), green on a re-run",
+    ),
+    # Green in a plain pytest run (test_a_sets.py runs first and leaves the state test_b_needs.py reads), red on
+    # its own. The shared baseline gives each child its files: the slow first file keeps one child busy while
     # the other takes the rest, so the dependent gate runs without it and the re-runs name why.
-    root = toy_copy()
-    gates = root / "tests" / "gates"
-    (gates / "test_a_sets.py").write_text(
-        "import os\nimport time\n\nimport pytest\n\n\n@pytest.mark.gate\ndef test_sets():\n"
-        "    time.sleep(4)\n    os.environ['TOY_READY'] = '1'\n"
-    )
-    (gates / "test_b_needs.py").write_text(
-        "import os\n\nimport pytest\n\n\n@pytest.mark.gate\ndef test_needs():\n"
-        "    assert os.environ.get('TOY_READY') == '1'\n"
-    )
-    result = cli("--project", str(root), "--no-cache", *KILLED_ONLY)
-    assert result.exit_code == 3, result.output
-    output = " ".join(result.output.split())
-    assert "test_needs depends on other gates: red (assertion) when run without some of them" in output
-
-
-def test_exit_3_on_a_gate_the_import_hook_changes(toy_copy, cli) -> None:
+    "needs-another-file": (
+        {"test_a_sets.py": "def test_sets():\n    time.sleep(4)\n    os.environ['TOY_READY'] = '1'\n",
+         "test_b_needs.py": "def test_needs():\n    assert os.environ.get('TOY_READY') == '1'\n"},
+        "test_needs depends on other gates: red (assertion) when run without some of them",
+    ),
     # Green when its modules come from the files (plain pytest), red whenever they are served through the
     # import hook, as every mutant's are: not red, not flaky, but a gate no mutant can be judged by.
+    "reads-its-loader": (
+        {"test_loader.py": "def test_loader():\n    assert type(arith.__loader__).__name__ == 'SourceFileLoader'\n"},
+        "test_loader is red (assertion) whenever the project's sources are served through the import hook",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(BASELINE_FAILURES))
+def test_exit_3_names_why_a_baseline_gate_cannot_judge_mutants(toy_copy, cli, tmp_path, case: str) -> None:
     root = toy_copy()
-    (root / "tests" / "gates" / "test_loader.py").write_text(
-        "import pytest\n\nfrom toy import arith\n\n\n@pytest.mark.gate\ndef test_loader():\n"
-        "    assert type(arith.__loader__).__name__ == 'SourceFileLoader'\n"
-    )
+    files, message = BASELINE_FAILURES[case]
+    for name, body in files.items():
+        (root / "tests" / "gates" / name).write_text(_GATE + body.replace("{marker!r}", repr(str(tmp_path / "m"))))
     result = cli("--project", str(root), "--no-cache", *KILLED_ONLY)
     assert result.exit_code == 3, result.output
-    output = " ".join(result.output.split())
-    assert "test_loader is red (assertion) whenever the project's sources are served through the import hook" in (
-        output
-    )
+    assert message in " ".join(result.output.split())
 
 
 def test_cache_skips_unchanged_work_and_reruns_changed_work(toy_copy, cli, tmp_path) -> None:
