@@ -3,10 +3,10 @@ and the pristine re-runs that expose flaky gates.
 
 The baseline runs every gate once under coverage.py and times it, shared by one child per worker, with every
 source file served unchanged through the import hook that serves the mutants; a red gate stops the run, after
-a re-run alone tells red from flaky from a gate the hook changes. The self-check's forced failure runs beside it,
-in the same batch of children, and proves the harness can see a failure: it must turn every gate red by
-assertion. After the mutations, the gates that turned red are re-run on the pristine tree; one red there is
-flaky, and its kills are not counted. Returns records; never prints.
+re-runs tell red from flaky, from a gate the hook changes and from one that needs other gates run before it.
+The self-check's forced failure runs beside it, in the same batch of children, and proves the harness can see
+a failure: it must turn every gate red by assertion. After the mutations, the gates that turned red are re-run
+on the pristine tree; one red there is flaky, and its kills are not counted. Returns records; never prints.
 """
 
 from __future__ import annotations
