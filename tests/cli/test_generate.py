@@ -38,6 +38,19 @@ def test_generate_prints_tokens_and_acceptance() -> None:
     assert "[plain] tokens:" in result.output and "tokens/s" in result.output
 
 
+def test_generate_says_when_the_first_token_stopped_the_request() -> None:
+    """A stop id equal to the prefill's token ends the request before any verify step: the output says so
+    instead of printing a mean acceptance of 0.00 over no steps."""
+    args = ["generate", "--target", str(FIXTURE / "target"), "--draft", str(FIXTURE / "draft")]
+    args += ["--prompt-ids", "3 6 9", "--max-tokens", "8", "--stop", "12"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "tokens: 12 (finished: stop)" in result.output
+    assert "acceptance lengths: [] (no verify step ran)" in result.output
+    report = json.loads(CliRunner().invoke(app, [*args, "--json"]).output)
+    assert report["speculative"]["mean_acceptance"] is None
+
+
 def test_generate_refuses_bad_input() -> None:
     runner = CliRunner()
     base = ["generate", "--target", str(FIXTURE / "target")]

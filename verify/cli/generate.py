@@ -46,7 +46,8 @@ def _timed(engine: Engine, ids: list[int], params: SamplingParams) -> tuple[dict
     return {
         "token_ids": list(out.token_ids),
         "acceptance_lengths": lengths,
-        "mean_acceptance": sum(lengths) / len(lengths) if lengths else 0.0,
+        # None, not 0.0, when no verify step ran (the prefill's token already finished the request).
+        "mean_acceptance": sum(lengths) / len(lengths) if lengths else None,
         "finish_reason": out.finish_reason,
         "tokens_per_s": len(out.token_ids) / elapsed,
     }, elapsed
@@ -107,8 +108,10 @@ def generate(
     for name, run in report.items():
         if not isinstance(run, dict):
             continue
-        typer.echo(f"[{name}] tokens: {' '.join(map(str, run['token_ids']))}")
-        typer.echo(f"[{name}] acceptance lengths: {run['acceptance_lengths']} (mean {run['mean_acceptance']:.2f})")
+        typer.echo(f"[{name}] tokens: {' '.join(map(str, run['token_ids']))} (finished: {run['finish_reason']})")
+        mean = run["mean_acceptance"]
+        summary = "no verify step ran" if mean is None else f"mean {mean:.2f}"
+        typer.echo(f"[{name}] acceptance lengths: {run['acceptance_lengths']} ({summary})")
         typer.echo(f"[{name}] {run['tokens_per_s']:.1f} tokens/s")
     if "speedup" in report:
         typer.echo(f"speculative / plain: {report['speedup']:.2f}x, same tokens: {report['same_tokens']}")
