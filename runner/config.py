@@ -16,14 +16,17 @@ LAYER_TYPES = ("full_attention", "sliding_attention")
 
 
 def _rope_theta(read: ConfigReader) -> float:
-    # transformers 5 nests rope settings in `rope_parameters`; older files keep `rope_theta` at top level.
-    key = "rope_parameters" if read.raw.get("rope_parameters") else "rope_scaling"
-    params = read.nested(key)
-    rope_type = params.get("rope_type", params.get("type", "default"))
-    if rope_type != "default":
-        raise UnsupportedConfigError(f"{read.where}: rope_type {rope_type!r} is not supported (only 'default')")
-    if "rope_theta" in params.raw:
-        return params.number("rope_theta", positive=True)
+    # transformers 5 nests rope settings in `rope_parameters`; older files keep `rope_theta` at top level and a
+    # scaling in `rope_scaling`. Both sections are checked: a file whose `rope_parameters` says "default" but
+    # whose legacy `rope_scaling` says "yarn" is ambiguous, and running it unscaled would be silently wrong.
+    sections = [read.nested(key) for key in ("rope_parameters", "rope_scaling")]
+    for params in sections:
+        rope_type = params.get("rope_type", params.get("type", "default"))
+        if rope_type not in ("default", None):
+            raise UnsupportedConfigError(f"{read.where}: rope_type {rope_type!r} is not supported (only 'default')")
+    for params in sections:
+        if "rope_theta" in params.raw:
+            return params.number("rope_theta", positive=True)
     return read.number("rope_theta", 10000.0, positive=True)
 
 

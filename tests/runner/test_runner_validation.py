@@ -89,6 +89,11 @@ BAD_TARGETS: dict[str, tuple[Callable[[Path], None], type[RunnerError], str]] = 
     "zero-layers": (edit_config(num_hidden_layers=0), CheckpointError, "num_hidden_layers"),
     "heads-not-multiple-of-kv": (edit_config(num_key_value_heads=3), CheckpointError, "num_key_value_heads"),
     "rope-yarn": (edit_config(rope_parameters={"rope_type": "yarn"}), UnsupportedConfigError, "yarn"),
+    "legacy-rope-scaling-beside-default": (
+        edit_config(rope_scaling={"rope_type": "yarn", "factor": 4.0}),
+        UnsupportedConfigError,
+        "yarn",
+    ),
     "gelu": (edit_config(hidden_act="gelu"), UnsupportedConfigError, "gelu"),
     "sliding-window-target": (edit_config(use_sliding_window=True), UnsupportedConfigError, "sliding"),
     "no-weights": (remove(WEIGHTS), CheckpointError, WEIGHTS),
