@@ -51,6 +51,8 @@ Examples:
   dflash verify --jobs 2 --html report.html --json report.json
   dflash verify --shard 1/4 --json shard-1.json  one CI shard; then `dflash verify merge`
   dflash verify --changed-since origin/main      only what a branch touches
+  dflash verify --executor ray --ray-address HOST:6379   on a Ray cluster
+  dflash verify --device cuda                    each child on its own GPU
   dflash verify show                             the last run again, without running
 
 \b
@@ -100,6 +102,32 @@ def verify(
     ] = False,
     by: ByOption = "file",
     project: ProjectOption = Path("."),
+    executor: Annotated[
+        str | None,
+        typer.Option(
+            "--executor",
+            metavar="fork|ray",
+            help="Where children run: fork (this machine) or ray (a Ray cluster; needs "
+            "pip install 'dflash-verify[ray]'). Default: [tool.dflash] executor, else fork.",
+        ),
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address",
+            metavar="ADDR",
+            help="The Ray cluster for --executor ray (default: RAY_ADDRESS, else a local cluster for the run).",
+        ),
+    ] = None,
+    device: Annotated[
+        str | None,
+        typer.Option(
+            "--device",
+            metavar="cpu|cuda",
+            help="The device the gates build their engines on; cuda gives each forked child its own GPU and "
+            "--jobs defaults to the number of GPUs. Default: [tool.dflash] device, else cpu.",
+        ),
+    ] = None,
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
@@ -112,12 +140,12 @@ def verify(
     from verify.run.cache import ChangedSinceError, ResultCache
     from verify.run.executor import interrupt_signal
     from verify.run.phases import BaselineError, HarnessError, RunOptions, SelectionError, Shard, run_verify
-    from verify.run.settings import ConfigError, load_config, load_mutations
+    from verify.run.settings import ConfigError, load_config, load_mutations, with_overrides
 
     started = time.monotonic()
     commit = project_commit(project)  # the tree the run starts from, not the one it ends on
     try:
-        config = load_config(project)
+        config = with_overrides(load_config(project), executor=executor, device=device)
         if clear_cache:
             ResultCache(config.root).clear()
         mutations = load_mutations(config)
@@ -129,6 +157,7 @@ def verify(
             names=tuple(mutation or ()),
             use_cache=not no_cache,
             first_kill=first_kill,
+            ray_address=ray_address,
         )
 
         def partial(report: RunReport) -> None:
@@ -160,6 +189,8 @@ def verify(
         "mutations": list(mutation or ()),
         "use_cache": not no_cache,
         "fail_under": fail_under,
+        "executor": config.executor,
+        "device": config.device,
     }
     code = finish(
         report, details, config.root, fail_under, started, settings, (json, junit, html, stryker), by,

@@ -49,6 +49,7 @@ class RunOptions:
     # Stop each mutant's gates at its first kill, once its pinned gates have run (PIT's and Stryker's
     # default); the matrix then shows only the gates that ran. False: every reaching gate, the full matrix.
     first_kill: bool = False
+    ray_address: str | None = None  # `--executor ray`: the cluster (None: RAY_ADDRESS, else one started for the run)
 
 
 def select(mutations: Mapping[str, Mutation], options: RunOptions, config: ProjectConfig) -> list[Mutation]:
