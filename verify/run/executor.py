@@ -67,13 +67,20 @@ class _Interrupt(KeyboardInterrupt):
         self.signum = signum
 
 
+# The signal that raised the last interrupt: a blocking call in C (Ray's `ray.wait`) turns the handler's
+# exception into a plain KeyboardInterrupt, so the exception alone cannot always say which signal it was.
+_RECEIVED: list[int] = []
+
+
 @contextlib.contextmanager
 def signals_as_interrupts() -> Iterator[None]:
     """SIGTERM (like SIGINT) interrupts the parent where it is, so it can kill children and clean up."""
 
     def raise_interrupt(signum: int, frame: Any) -> None:
+        _RECEIVED[:] = [signum]
         raise _Interrupt(signum)
 
+    _RECEIVED.clear()
     previous = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
@@ -83,7 +90,9 @@ def signals_as_interrupts() -> Iterator[None]:
 
 
 def interrupt_signal(error: BaseException) -> str:
-    return signal.Signals(error.signum).name if isinstance(error, _Interrupt) else "SIGINT"
+    if isinstance(error, _Interrupt):
+        return signal.Signals(error.signum).name
+    return signal.Signals(_RECEIVED[0]).name if _RECEIVED else "SIGINT"
 
 
 def _warm_pytest(empty: Path) -> None:

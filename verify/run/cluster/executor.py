@@ -21,6 +21,7 @@ import contextlib
 import logging
 import os
 import signal
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -77,13 +78,19 @@ class RayExecutor:
 
     def __enter__(self) -> RayExecutor:
         handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        cwd = os.getcwd()
         try:
+            # Ray puts the driver's working directory on every worker's sys.path: from a checkout of
+            # dflash-verify (or a project holding a `verify` folder) the workers would import the driver's code
+            # where it exists, hiding what they have installed. From a neutral directory, they run their own.
+            os.chdir(tempfile.gettempdir())
             ray.init(address=self.address, logging_level=logging.WARNING, log_to_driver=False,
                      include_dashboard=False if self.address is None else None, configure_logging=False)  # fmt: skip
         except (ConnectionError, RuntimeError, ValueError) as error:
             where = self.address or "a local cluster"
             raise ClusterError(f"cannot connect to the Ray cluster at {where}: {_first_line(error)}") from None
         finally:
+            os.chdir(cwd)
             for signum, handler in handlers.items():
                 signal.signal(signum, handler)  # SIGINT/SIGTERM stay the run's: it cancels tasks, then exits
         try:
@@ -118,9 +125,8 @@ class RayExecutor:
 
     def _submit(self, job: Job) -> Any:
         need = self.config.job_resources
-        return run_job.options(num_cpus=need.num_cpus, num_gpus=need.num_gpus, max_retries=MAX_RETRIES).remote(
-            self._digest, self._archive, self.config, job
-        )
+        options = {"num_cpus": need.num_cpus, "num_gpus": need.num_gpus, "max_retries": MAX_RETRIES}
+        return run_job.options(**options).remote(self._digest, self._archive, self.config, job)
 
     def run(
         self, jobs: Sequence[Job], num_jobs: int, on_done: Callable[[JobResult], None] | None = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import os
 import sys
 from typing import Any
 
@@ -23,12 +24,13 @@ from verify.run.settings import ProjectConfig
 
 __all__ = ["probe", "run_job"]
 
-# (tree digest, config) -> this worker's server; one at a time (a worker runs one task at once).
-_SERVERS: dict[tuple[str, ProjectConfig], NodeServer] = {}
+# (tree digest, config, the GPUs Ray gave this task) -> this worker's server; one at a time (a worker runs one
+# task at once). A worker reused for a task on other GPUs starts a fresh server: its children must see those.
+_SERVERS: dict[tuple[str, ProjectConfig, str], NodeServer] = {}
 
 
 def _server(digest: str, archive: list[Any], config: ProjectConfig) -> NodeServer:
-    key = (digest, config)
+    key = (digest, config, os.environ.get("CUDA_VISIBLE_DEVICES", ""))
     server = _SERVERS.get(key)
     if server is not None and server.alive:
         return server
@@ -41,7 +43,9 @@ def _server(digest: str, archive: list[Any], config: ProjectConfig) -> NodeServe
     return server
 
 
-@ray.remote
+# max_calls=0: a worker is reused across tasks, GPU tasks included (Ray's default for those is a fresh worker each
+# time, to free the GPU memory it holds; here only the child, which ends, ever touches the GPU).
+@ray.remote(max_calls=0)
 def run_job(digest: str, archive: list[Any], config: ProjectConfig, job: Job) -> JobResult:
     return _server(digest, archive, config).run(job)
 

@@ -1,5 +1,5 @@
 # A two-node Ray cluster on 127.0.0.1 alone, for the tests and the bench. Run as
-#   unshare --net --pid --fork --mount-proc bash ray_cluster.sh VENV_BIN TEMP_DIR
+#   unshare --net --pid --fork --mount-proc bash ray_cluster.sh VENV_BIN TEMP_DIR  (benchmarks/ray_cluster.py does)
 # so that it has a network namespace of its own (Ray's processes connect through the machine's own address
 # otherwise) and a pid namespace whose end ends every process it started. Prints READY once both nodes run,
 # then holds the namespaces until its standard input closes; commands join them with `nsenter --net`.
