@@ -126,6 +126,8 @@ class Executor:
         self._tmp = ""
         self._count = 0
         self._devices: tuple[str, ...] = visible_devices() if config.device == "cuda" else ()
+        if config.device == "cuda":
+            DevicePool(self._devices, 1)  # no GPU visible: refused here, before anything is copied or forked
         self._pool: DevicePool | None = None
 
     @property
@@ -139,7 +141,8 @@ class Executor:
         copy_files(self.config.root, project_files(self.config), self.pristine)
         for name in self.config.preload:
             importlib.import_module(name)
-        check_cuda_untouched()
+        if self.config.device == "cuda":
+            check_cuda_untouched()  # on the CPU, children never touch CUDA, whatever the parent did
         _warm_pytest(Path(self._tmp, "warm"))
         prime(self.config.root)
         # Objects alive now are shared by every child: freezing them keeps each child's collections
