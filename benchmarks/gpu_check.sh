@@ -5,7 +5,10 @@
 # travels as a wheel in .whl/. Every log lands in $OUT (or ./gpu-out when run by hand).
 set -u
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
-export PYTHONPATH="$PWD" PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 DFLASH_REFERENCE_PATH=/tmp/ref
+# The project is installed (as a user's would be), not only put on PYTHONPATH: verify's children drop the project
+# root from sys.path so the gates import their private copy, and the embedded gates import `verify` itself.
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 DFLASH_REFERENCE_PATH=/tmp/ref
+python3 -m pip install -q --no-index --no-deps --no-build-isolation --target /tmp/site . >/dev/null 2>&1
 python3 -m pip install -q --no-index --no-deps --target /tmp/ref .whl/dflash-0.1.0-py3-none-any.whl >/dev/null 2>&1
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; git log -1 --format='commit %h %s';
   python3 -c 'import torch,sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))'; } > "$OUT/device.txt" 2>&1
