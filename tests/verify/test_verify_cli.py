@@ -77,6 +77,19 @@ def test_exit_3_on_a_red_baseline_naming_the_gate(toy_copy, cli) -> None:
     assert "test_mul is red (assertion) on unmutated code (AssertionError: assert 12 == 13)" in output
 
 
+def test_exit_3_names_pytest_refusing_the_baseline_not_an_empty_selection(toy_copy, cli) -> None:
+    """A pytest that cannot start (here an option no plugin defines; on a GPU image, a plugin of its own) is
+    named with pytest's own words, not misread as "no gate selected"."""
+    root = toy_copy()
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('addopts = "--strict-markers -q"', 'addopts = "--no-such-opt"'))
+    result = cli("--project", str(root), "--no-cache")
+    assert result.exit_code == 3, result.output
+    output = " ".join(result.output.split())
+    assert "pytest could not run the gates: " in output and "usage error (exit 4)" in output, output
+    assert "--no-such-opt" in output and "no gate selected" not in output, output
+
+
 _GATE = "import os\nimport pathlib\nimport time\n\nimport pytest\n\nfrom toy import arith\n\n\n@pytest.mark.gate\n"
 
 # Gates that no verdict may rest on, each with what the baseline's re-runs must name. {marker}: a path

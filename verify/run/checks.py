@@ -125,7 +125,7 @@ def _merge(parts: list[JobResult]) -> JobResult:
         failed[0].state if failed else "done",
         max(part.duration_s for part in parts),
         tuple(outcomes),
-        "; ".join(f"{part.key.lstrip('_')}: {part.reason}" for part in failed),
+        "; ".join(f"{part.key.lstrip('_')}: {part.reason}" for part in (failed or parts) if part.reason),
         max(part.pytest_exit for part in parts),
         tuple(sorted({file for part in parts for file in part.loaded})),
         tuple(dict.fromkeys(error for part in parts for error in part.collect_errors)),
@@ -151,6 +151,8 @@ def _judge_baseline(ex: JobExecutor, run: JobResult, num_jobs: int) -> tuple[Bas
             f"gate {missing[0]} was collected but never ran in the baseline (pytest exit {run.pytest_exit})"
             + (f", nor did {len(missing) - 1} more" if len(missing) > 1 else "")
         )
+    if run.pytest_exit in (3, 4):  # pytest refused the session (a plugin, an option): that, not "no gate"
+        raise BaselineError(f"the baseline's pytest could not run the gates: {run.reason}")
     baseline = Baseline("green", tuple(ran))
     if not baseline.gates:
         raise BaselineError(

@@ -45,6 +45,8 @@ from verify.run.settings import ProjectConfig, project_files
 __all__ = ["Executor", "Job", "JobResult", "load_scale", "signals_as_interrupts"]
 
 _POLL_S = 0.01
+# pytest's exit codes for a session it could not run at all (an internal error, a usage error): no gate ran.
+_PYTEST_REFUSED = {3: "internal error", 4: "usage error"}
 _LOAD_SAMPLE_S = 0.5
 
 
@@ -238,11 +240,18 @@ class Executor:
                 log_fd = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 os.dup2(log_fd, 1)
                 os.dup2(log_fd, 2)
+                # The parent's sys.stdout may be an in-process capture (a CliRunner, pytest's): pytest's own
+                # words (a usage error) must reach the log the parent reads, so both streams write to the fds.
+                sys.stdout = open(1, "w", buffering=1, errors="replace", closefd=False)  # noqa: SIM115
+                sys.stderr = open(2, "w", buffering=1, errors="replace", closefd=False)  # noqa: SIM115
                 exit_code = run_child(self.config, job, self.pristine, paths, claims)
             except BaseException:
                 with contextlib.suppress(BaseException):
                     os.write(2, traceback.format_exc().encode())
             finally:
+                with contextlib.suppress(BaseException):
+                    sys.stdout.flush()
+                    sys.stderr.flush()
                 os._exit(exit_code)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.setpgid(pid, pid)  # both sides set it, so a kill right after fork cannot miss
@@ -257,6 +266,11 @@ class Executor:
             running_outcome = GateOutcome("", Outcome.TIMEOUT, elapsed, "Timeout", why)
         elif data:
             state, why = "done", ""
+            if data.get("pytest_exit") in _PYTEST_REFUSED:  # pytest itself refused: its own words say why
+                tail = paths.log.read_text(errors="replace").strip().splitlines()[-3:] if paths.log.is_file() else []
+                why = f"pytest {_PYTEST_REFUSED[data['pytest_exit']]} (exit {data['pytest_exit']})" + (
+                    ": " + " | ".join(line.strip()[:200] for line in tail) if tail else ""
+                )
             running_outcome = GateOutcome("", Outcome.NOT_RUN, 0.0, "Interrupted", "the session ended inside it")
         else:
             kind = signal.Signals(-exit_code).name if exit_code < 0 else f"exit {exit_code}"
