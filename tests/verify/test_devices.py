@@ -128,10 +128,33 @@ def test_the_ray_executor_without_ray_installed_says_how_to_install_it(toy_copy)
 
 
 def _environment(**extra: str) -> dict[str, str]:
-    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path.cwd()), **extra}
+    paths = [str(Path.cwd()), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(paths), **extra}
 
 
 # --- on a real GPU ----------------------------------------------------------------------------------------------
+
+
+# Run in a fresh process: pytest's own process asked torch.cuda.is_available() (tests/conftest.py), which
+# initialises the CUDA driver and so poisons every fork from it; dflash's parent never asks.
+_ON_GPU = """
+import json, sys
+from pathlib import Path
+from verify.run.executor import Executor
+from verify.run.jobs import Job
+from verify.run.settings import load_config, with_overrides
+root = Path(sys.argv[1])
+arith = (root / "toy/arith.py").read_text()
+on_gpu = ("import os; return int((__import__('torch').tensor(a, device='cuda') * b).item()) "
+          "if os.environ['DFLASH_DEVICE'] == 'cuda' else 0")
+override = (("toy/arith.py", arith.replace("return a * b", on_gpu)),)
+with Executor(with_overrides(load_config(root), device="cuda")) as executor:
+    jobs = [Job(f"gpu-{k}", ("tests/gates/test_arith.py::test_mul",), 120.0, override) for k in range(2)]
+    results = executor.run(jobs, executor.default_jobs)
+    import torch
+    print(json.dumps({"parent_initialised": torch.cuda.is_initialized(), "jobs": executor.default_jobs,
+                      "results": [(r.state, [str(o.outcome) for o in r.outcomes], r.reason) for r in results]}))
+"""
 
 
 @pytest.mark.gpu
@@ -139,12 +162,12 @@ def test_forked_children_compute_on_their_gpu_under_a_warm_torch_parent(toy_copy
     root = toy_copy()
     pyproject = root / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace("preload = []", 'preload = ["torch"]'))
-    on_gpu = "return int((__import__('torch').tensor(a, device='cuda') * b).item())"
-    override = ((ARITH, (root / ARITH).read_text().replace("return a * b", on_gpu)),)
-    with Executor(_cuda_config(root)) as executor:
-        jobs = [Job(f"gpu-{k}", (TEST_MUL,), 120.0, override) for k in range(2)]
-        results = executor.run(jobs, executor.default_jobs)
-    assert [(r.state, [o.outcome for o in r.outcomes]) for r in results] == [("done", ["passed"])] * 2
+    done = subprocess.run([sys.executable, "-c", _ON_GPU, str(root)], capture_output=True, text=True,
+                          env=_environment(), timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["results"] == [["done", ["passed"], ""]] * 2
+    assert not found["parent_initialised"] and found["jobs"] >= 1
 
 
 @pytest.mark.gpu
@@ -154,7 +177,8 @@ def test_a_preload_that_initialises_cuda_is_refused_on_a_gpu(toy_copy, tmp_path)
     pyproject = root / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace("preload = []", 'preload = ["touches_cuda"]'))
     command = [sys.executable, "-m", "verify", "verify", "--project", str(root), "--device", "cuda", "--no-cache"]
-    environment = _environment(PYTHONPATH=f"{tmp_path}{os.pathsep}{Path.cwd()}")
+    environment = _environment()
+    environment["PYTHONPATH"] = f"{tmp_path}{os.pathsep}{environment['PYTHONPATH']}"
     done = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=300)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "CUDA was initialised" in " ".join((done.stdout + done.stderr).split())
