@@ -13,7 +13,7 @@ export OMP_NUM_THREADS ?= 1
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,ray]'
 	touch $@
 
 # The upstream reference (PyPI dflash==0.1.0) is an oracle for tests and the benchmark. It is
