@@ -136,10 +136,12 @@ class RayExecutor:
         leaders: set[str] = set()
         for job in jobs:
             if job.claims and job.claims in leaders:
-                done[job.key] = JobResult(job.key, "done", 0.0, reason="its gates ran in another job of its group")
-            else:
-                leaders.add(job.claims) if job.claims else None
-                pending.append(job)
+                empty = JobResult(job.key, "done", 0.0, reason="its gates ran in another job of its group")
+                self._deliver(empty, done, on_done)
+                continue
+            if job.claims:
+                leaders.add(job.claims)
+            pending.append(job)
         pending.reverse()
         running: dict[Any, _Task] = {}
         try:
