@@ -16,6 +16,8 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from verify.cli.explain import explain_sweep_mutant
+
 EXIT_FAIL, EXIT_INPUT, EXIT_HARNESS, EXIT_NO_VERDICT = 1, 2, 3, 4
 
 
@@ -190,3 +192,6 @@ def promote(
     sweep_render.render_note(
         f"registered {mutation.name!r} in {target}: fill in its bug_class; `dflash verify` pins it once a gate kills it"
     )
+
+
+sweep_app.command("explain")(explain_sweep_mutant)
