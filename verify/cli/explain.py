@@ -106,21 +106,42 @@ def explain_mutation(
 
 
 def explain_sweep_mutant(
-    mutants: Annotated[list[str], typer.Argument(metavar="MUTANT...", help="mutmut keys from the saved sweep.")],
+    mutants: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[MUTANT]...", help="mutmut keys from the saved sweep (default: every survivor)."),
+    ] = None,
     jobs: JobsOption = 1,
     json: JsonOut = None,
+    write_equivalents: Annotated[
+        bool,
+        typer.Option(
+            "--write-equivalents",
+            help="Append the observably equivalent survivors to the equivalents file, with their evidence.",
+        ),
+    ] = False,
+    equivalents_file: Annotated[
+        Path | None, typer.Option("--equivalents", help="The equivalents file [default: mutations/equivalents.toml]")
+    ] = None,
     root: Annotated[Path, typer.Option(help="The project root (holds pyproject.toml).")] = Path("."),
     state: Annotated[Path | None, typer.Option(help="The saved sweep (default: in the user cache).")] = None,
 ) -> None:
-    """Explain what a sweep's mutant changes, as `dflash verify explain` does for a registered mutation.
+    """Explain a sweep's mutants as `dflash verify explain` does, or sort all its survivors.
+
+    With no MUTANT, every survivor of the saved sweep is observed and sorted: observably equivalent,
+    observable (with its first divergence) and duplicates (identical observations, counted once);
+    --write-equivalents appends the observably equivalent ones to the equivalents file with their evidence.
 
     \b
-    Example:
+    Examples:
       dflash sweep explain 'runner.batch.x_compact__mutmut_3'
+      dflash sweep explain --jobs 2 --write-equivalents
     """
+    from verify.observe.api import NoObserverError, ObserveHarnessError, SessionOptions
     from verify.run.settings import ConfigError, load_config
+    from verify.sweep import equivalents
     from verify.sweep import report as sweep_report
-    from verify.sweep.triage import TriageError, sweep_mutant_texts
+    from verify.sweep.triage import TriageError, sweep_mutant_texts, triage
+    from verify.sweep.triage import write_equivalents as append_equivalents
 
     try:
         config = load_config(root)
@@ -128,13 +149,34 @@ def explain_sweep_mutant(
         if not saved.is_file():
             raise _fail(f"no saved sweep at {saved}: run `dflash sweep` first", EXIT_USAGE)
         result = sweep_report.result_from_json(json_module.loads(saved.read_text("utf-8")))
-        texts = sweep_mutant_texts(config.root, result, mutants)
+        if mutants:
+            texts = sweep_mutant_texts(config.root, result, mutants)
     except (ConfigError, TriageError, ValueError) as error:
         raise _fail(str(error), EXIT_USAGE) from None
-    _explain(config, texts, jobs, json)
+    if mutants:
+        _explain(config, texts, jobs, json)
+        return
+    try:
+        found = triage(config, result, SessionOptions(jobs=jobs))
+    except NoObserverError as error:
+        raise _fail(str(error), EXIT_USAGE) from None
+    except ObserveHarnessError as error:
+        raise _fail(f"harness error: {error}", EXIT_HARNESS) from None
+    _render(found.run, json)
+    typer.echo("triage: " + ", ".join(f"{what} {n}" for what, n in found.counts.items()))
+    if write_equivalents:
+        path = config.root / (equivalents_file or equivalents.DEFAULT_PATH)
+        added = append_equivalents(path, found, result)
+        typer.echo(f"{added} observably equivalent survivors written to {path}")
+    if found.run.failures:
+        for name, why in found.run.failures.items():
+            typer.echo(f"error: harness error for {name}: no observation: {why.strip().splitlines()[-1]}", err=True)
+        raise typer.Exit(EXIT_HARNESS)
 
 
-def add_explanations(config: Any, mutations: Mapping[str, Any], report: Any, details: dict[str, Any]) -> dict[str, Any]:
+def add_explanations(
+    config: Any, mutations: Mapping[str, Any], report: Any, details: dict[str, Any], options: Any = None
+) -> dict[str, Any]:
     """A verify run's survivors (declared ones included) with their explanation in their report detail. The
     observation's own trouble is printed by name and leaves the verdicts and the exit code alone."""
     import dataclasses
@@ -147,7 +189,7 @@ def add_explanations(config: Any, mutations: Mapping[str, Any], report: Any, det
     if not survivors:
         return details
     try:
-        run = explain_catalog(config, survivors)
+        run = explain_catalog(config, survivors, options)
     except NoObserverError:
         typer.echo("survivors not explained: [tool.dflash] observe is unset (docs/how-to/observe.md)", err=True)
         return details

@@ -53,11 +53,7 @@ class ProjectConfig:
     # in any of them is flaky and its kills do not count. Three in a row catch any gate that fails one run in
     # three or more often; one failing at random with probability p escapes with (1 - p) ** 3.
     flake_reruns: int = 3
-    observe: str = field(
-        default="",
-        metadata={"doc": "Your engine's observer factory, 'module:function' (docs/how-to/observe.md): lets "
-                  "`dflash verify explain` and the survivors' explanations see what a mutant changes, step by step."},
-    )  # fmt: skip
+    observe: str = field(default="", metadata={"doc": "Your observer factory 'module:function' (how-to/observe)"})
 
     def __post_init__(self) -> None:
         for name in ("mutation_modules", "gates", "source_roots", "preload", "invariant_errors"):
@@ -77,8 +73,7 @@ class ProjectConfig:
             raise ConfigError("[tool.dflash] gate_marker must be a non-empty pytest marker expression")
         if isinstance(self.flake_reruns, bool) or not isinstance(self.flake_reruns, int) or self.flake_reruns < 0:
             raise ConfigError(f"[tool.dflash] flake_reruns must be an integer >= 0, got {self.flake_reruns!r}")
-        module, _, function = self.observe.partition(":") if isinstance(self.observe, str) else ("", "", "")
-        if not isinstance(self.observe, str) or (self.observe and not (module and function.isidentifier())):
+        if not isinstance(self.observe, str) or (self.observe and not self.observe.partition(":")[2].isidentifier()):
             raise ConfigError(f"[tool.dflash] observe must be 'module:function', got {self.observe!r}")
         for name in ("timeout_factor", "timeout_min_s", "baseline_timeout_s"):
             value = getattr(self, name)
@@ -132,15 +127,7 @@ class ProjectConfig:
 
 
 _LIST_KEYS = ("mutation_modules", "gates", "source_roots", "preload", "required", "invariant_errors")
-_SCALAR_KEYS = (
-    "gate_marker",
-    "jobs",
-    "timeout_factor",
-    "timeout_min_s",
-    "baseline_timeout_s",
-    "flake_reruns",
-    "observe",
-)
+_SCALAR_KEYS = tuple("gate_marker jobs timeout_factor timeout_min_s baseline_timeout_s flake_reruns observe".split())
 
 
 def load_config(root: Path) -> ProjectConfig:

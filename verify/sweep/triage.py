@@ -1,0 +1,120 @@
+"""Sorting a sweep's survivors by observation: observably equivalent (nothing the observer's workloads see
+changes), observable (with the first diverging observable), and duplicates (mutants whose observations are
+identical, counted once). The observably equivalent ones can be written into the equivalents file with their
+evidence (workloads, observables, tolerance), where an observation supports what a prose argument claimed.
+
+Knows the sweep's records and the observe API; nothing of mutmut or of how the sweep ran.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from verify.observe.api import ExplainRun, SessionOptions, explain_overrides
+from verify.run.apply import count_matches
+from verify.run.settings import ProjectConfig
+from verify.sweep import equivalents
+from verify.sweep.result import SweepMutant, SweepResult
+
+__all__ = ["Triage", "TriageError", "equivalent_entries", "sweep_mutant_texts", "triage", "write_equivalents"]
+
+
+class TriageError(ValueError):
+    """An unknown mutant key, or a module that changed since the sweep (the CLI exits 2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Triage:
+    run: ExplainRun
+    survivors: tuple[str, ...]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {
+            "survivors": len(self.survivors),
+            "observably equivalent": len(self.run.equivalent),
+            "observable": len(self.run.observable),
+            "duplicates": self.run.num_duplicates,
+            "not observed (harness)": len(self.run.failures),
+        }
+
+
+def _mutated_text(root: Path, mutant: SweepMutant) -> str:
+    path = root / mutant.module
+    source = path.read_text("utf-8") if path.is_file() else ""
+    if not mutant.anchor or count_matches(source, mutant.anchor) != 1:
+        raise TriageError(f"{mutant.key}: {mutant.module} changed since the sweep (its change no longer applies)")
+    return source.replace(mutant.anchor, mutant.replacement, 1)
+
+
+def sweep_mutant_texts(root: Path, result: SweepResult, keys: Sequence[str]) -> dict[str, dict[str, str]]:
+    texts = {}
+    for key in keys:
+        mutant = result.find(key)
+        if mutant is None:
+            raise TriageError(f"unknown mutant {key!r}: not in the saved sweep of {', '.join(result.modules)}")
+        texts[key] = {mutant.module: _mutated_text(root, mutant)}
+    return texts
+
+
+def triage(config: ProjectConfig, result: SweepResult, options: SessionOptions | None = None) -> Triage:
+    """Explain every survivor of `result` (a mutant whose module moved on is left out as a failure)."""
+    texts, stale = {}, {}
+    for mutant in result.survivors:
+        try:
+            texts[mutant.key] = {mutant.module: _mutated_text(config.root, mutant)}
+        except TriageError as error:
+            stale[mutant.key] = str(error)
+    run = explain_overrides(config, texts, options)
+    if stale:
+        run = ExplainRun(
+            run.explanations, {**run.failures, **stale}, run.duplicates, run.workloads, run.compared, run.tolerance,
+            run.pristine_s,
+        )  # fmt: skip
+    return Triage(run, tuple(m.key for m in result.survivors))
+
+
+def equivalent_entries(found: Triage, result: SweepResult) -> str:
+    """`[[equivalent]]` blocks for the observably equivalent survivors, each with its evidence."""
+    run = found.run
+    evidence = (
+        f"dflash sweep explain: no observable differs from the pristine tree's on {len(run.workloads)} workloads "
+        f"({'; '.join(run.workloads)}) over {len(run.compared)} observables ({', '.join(run.compared)}); "
+        f"tolerance: {run.tolerance}"
+    )
+    blocks = []
+    for key in run.equivalent:
+        mutant = result.find(key)
+        assert mutant is not None
+        fields = {
+            "module": mutant.module,
+            "function": mutant.function,
+            "original": mutant.original,
+            "mutated": mutant.mutated,
+            "reason": "observably equivalent on the observer's workloads (no observable differs)",
+            "evidence": evidence,
+        }
+        lines = (f"{name} = {json.dumps(value, ensure_ascii=False)}\n" for name, value in fields.items())
+        blocks.append("[[equivalent]]\n" + "".join(lines))
+    return "\n".join(blocks)
+
+
+def write_equivalents(path: Path, found: Triage, result: SweepResult) -> int:
+    """Append the observably equivalent survivors that no entry of `path` marks yet; returns how many."""
+    known = equivalents.load(path)
+    fresh = [key for key in found.run.equivalent if not any(eq.matches(result.find(key)) for eq in known)]  # type: ignore[arg-type]
+    if not fresh:
+        return 0
+    subset = Triage(
+        ExplainRun({k: found.run.explanations[k] for k in fresh}, {}, (), found.run.workloads, found.run.compared,
+                   found.run.tolerance, found.run.pristine_s),
+        tuple(fresh),
+    )  # fmt: skip
+    text = path.read_text("utf-8") if path.is_file() else ""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text.rstrip("\n") + ("\n\n" if text.strip() else "") + equivalent_entries(subset, result), "utf-8")
+    equivalents.load(path)  # what was written must read back
+    return len(fresh)
