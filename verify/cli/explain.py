@@ -205,3 +205,17 @@ def add_explanations(
                 explained[name], divergence=explanation.summary(), explanation=explanation.text()
             )
     return explained
+
+
+def triage_survivors(config: Any, result: Any, jobs: int) -> Any:
+    """A finished sweep's survivors sorted by observation, or None (printed why) when they cannot be observed."""
+    from verify.observe.api import NoObserverError, ObserveHarnessError, SessionOptions
+    from verify.sweep.triage import triage
+
+    try:
+        return triage(config, result, SessionOptions(jobs=max(1, jobs)))
+    except NoObserverError:
+        typer.echo("survivors not sorted by observation: [tool.dflash] observe is unset", err=True)
+    except ObserveHarnessError as error:
+        typer.echo(f"error: survivors not sorted by observation: harness error: {error}", err=True)
+    return None

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from verify.cli.explain import explain_sweep_mutant
+from verify.cli.explain import explain_sweep_mutant, triage_survivors
 
 EXIT_FAIL, EXIT_INPUT, EXIT_HARNESS, EXIT_NO_VERDICT = 1, 2, 3, 4
 
@@ -106,6 +106,9 @@ def sweep(
     ] = None,
     state: State = None,
     workdir: Annotated[Path | None, typer.Option(help="Make (and keep) the private copy here.")] = None,
+    no_explain: Annotated[
+        bool, typer.Option("--no-explain", help="Do not sort the survivors by observation (`dflash sweep explain`).")
+    ] = False,
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
@@ -117,6 +120,7 @@ def sweep(
     from verify.sweep import report as sweep_report
     from verify.sweep.driver import DEFAULT_JOBS, SweepConfig, SweepInputError, parse_budget, run_sweep
     from verify.sweep.result import SweepOutcome
+    from verify.sweep.triage import explanations_of, triage_table
     from verify.sweep.verdicts import to_run_report
 
     try:
@@ -145,11 +149,15 @@ def sweep(
         run_info(project.root, settings, round(result.wall_s, 3), fail_under), title="dflash sweep"
     )
     sweep_report.write_json(state or sweep_report.default_state_path(project.root), result, catalog, info=info)
-    written = sweep_report.write_reports(result, catalog, info, (json_path, junit, html, stryker), verify_data)
+    found = None if no_explain or not result.survivors else triage_survivors(project, result, config.jobs)
+    explanations = explanations_of(found) if found else None
+    files = (json_path, junit, html, stryker)
+    written = sweep_report.write_reports(result, catalog, info, files, verify_data, explanations)
     # The sweep in `dflash verify`'s verdict model: the terminal, every file and the exit code judge it alike.
     report, details = to_run_report(result)
+    details = sweep_report.explained(details, explanations)
     verdict = judge(report, fail_under)
-    tables = sweep_report.tables(result, catalog)
+    tables = sweep_report.tables(result, catalog) + ((triage_table(found),) if found else ())
     sweep_render.render_result(result, report, details, tables, verdict, written)
     if result.outcome == SweepOutcome.FAILED:
         raise typer.Exit(EXIT_HARNESS)

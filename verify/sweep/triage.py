@@ -14,12 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verify.observe.api import ExplainRun, SessionOptions, explain_overrides
+from verify.report.files import Table
 from verify.run.apply import count_matches
 from verify.run.settings import ProjectConfig
 from verify.sweep import equivalents
 from verify.sweep.result import SweepMutant, SweepResult
 
-__all__ = ["Triage", "TriageError", "equivalent_entries", "sweep_mutant_texts", "triage", "write_equivalents"]
+__all__ = [
+    "Triage", "TriageError", "equivalent_entries", "explanations_of", "sweep_mutant_texts", "triage", "triage_table",
+    "write_equivalents",
+]  # fmt: skip
 
 
 class TriageError(ValueError):
@@ -118,3 +122,21 @@ def write_equivalents(path: Path, found: Triage, result: SweepResult) -> int:
     path.write_text(text.rstrip("\n") + ("\n\n" if text.strip() else "") + equivalent_entries(subset, result), "utf-8")
     equivalents.load(path)  # what was written must read back
     return len(fresh)
+
+
+def explanations_of(found: Triage) -> dict[str, tuple[str, str]]:
+    """mutant -> (its first divergence in one line, the whole explanation), for the reports."""
+    return {key: (e.summary(), e.text()) for key, e in found.run.explanations.items()}
+
+
+def triage_table(found: Triage) -> Table:
+    """The survivors by observation, each observable one with its first divergence."""
+    run = found.run
+    first_of = {name: group[0] for group in run.duplicates for name in group[1:]}
+    rows = [(key, "observably equivalent", "") for key in run.equivalent]
+    rows += [(key, f"duplicate of {first_of[key]}" if key in first_of else "observable",
+              run.explanations[key].summary()) for key in run.observable]  # fmt: skip
+    rows += [(key, "not observed (harness)", why.strip().splitlines()[-1]) for key, why in run.failures.items()]
+    counts = ", ".join(f"{what} {n}" for what, n in found.counts.items())
+    notes = (counts, f"{len(run.workloads)} workloads, {len(run.compared)} observables; tolerance: {run.tolerance}")
+    return Table("Survivors by observation", ("mutant", "kind", "first divergence"), tuple(rows), notes)
