@@ -109,7 +109,7 @@ def test_the_sweep_sorts_its_survivors_and_writes_the_equivalent_ones_with_evide
     result = SweepResult(str(toy), ("toy/engine.py",), tuple(survivor(k, n) for k, n in keys.items()), (),
                          SweepOutcome.COMPLETE, 1.0, 1)  # fmt: skip
     found = triage(config, result)
-    assert found.counts == {"survivors": 3, "observably equivalent": 1, "observable": 2, "duplicates": 1,
+    assert found.counts == {"observed": 3, "observably equivalent": 1, "observable": 2, "duplicates": 1,
                             "not observed (harness)": 0}  # fmt: skip
     path = toy / "mutations" / "equivalents.toml"
     assert write_equivalents(path, found, result) == 1

@@ -119,6 +119,10 @@ def explain_sweep_mutant(
             help="Append the observably equivalent survivors to the equivalents file, with their evidence.",
         ),
     ] = False,
+    marked: Annotated[
+        bool,
+        typer.Option("--marked", help="Also observe the mutants the equivalents file marks, to check its arguments."),
+    ] = False,
     equivalents_file: Annotated[
         Path | None, typer.Option("--equivalents", help="The equivalents file [default: mutations/equivalents.toml]")
     ] = None,
@@ -157,7 +161,7 @@ def explain_sweep_mutant(
         _explain(config, texts, jobs, json)
         return
     try:
-        found = triage(config, result, SessionOptions(jobs=jobs))
+        found = triage(config, result, SessionOptions(jobs=jobs), include_marked=marked)
     except NoObserverError as error:
         raise _fail(str(error), EXIT_USAGE) from None
     except ObserveHarnessError as error:

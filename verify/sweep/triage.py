@@ -15,6 +15,7 @@ from pathlib import Path
 
 from verify.observe.api import ExplainRun, SessionOptions, explain_overrides
 from verify.report.files import Table
+from verify.report.verdict import Status
 from verify.run.apply import count_matches
 from verify.run.settings import ProjectConfig
 from verify.sweep import equivalents
@@ -38,7 +39,7 @@ class Triage:
     @property
     def counts(self) -> dict[str, int]:
         return {
-            "survivors": len(self.survivors),
+            "observed": len(self.survivors),
             "observably equivalent": len(self.run.equivalent),
             "observable": len(self.run.observable),
             "duplicates": self.run.num_duplicates,
@@ -64,10 +65,15 @@ def sweep_mutant_texts(root: Path, result: SweepResult, keys: Sequence[str]) -> 
     return texts
 
 
-def triage(config: ProjectConfig, result: SweepResult, options: SessionOptions | None = None) -> Triage:
-    """Explain every survivor of `result` (a mutant whose module moved on is left out as a failure)."""
+def triage(
+    config: ProjectConfig, result: SweepResult, options: SessionOptions | None = None, include_marked: bool = False
+) -> Triage:
+    """Explain every survivor of `result` (a mutant whose module moved on is left out as a failure); with
+    `include_marked`, the mutants the equivalents file marks too, to check its prose against an observation."""
     texts, stale = {}, {}
-    for mutant in result.survivors:
+    marked = (Status.EQUIVALENT, Status.UNCOVERED) if include_marked else ()
+    chosen = [m for m in result.mutants if m.label == Status.SURVIVED or m.status in marked]
+    for mutant in chosen:
         try:
             texts[mutant.key] = {mutant.module: _mutated_text(config.root, mutant)}
         except TriageError as error:
@@ -78,7 +84,7 @@ def triage(config: ProjectConfig, result: SweepResult, options: SessionOptions |
             run.explanations, {**run.failures, **stale}, run.duplicates, run.workloads, run.compared, run.tolerance,
             run.pristine_s,
         )  # fmt: skip
-    return Triage(run, tuple(m.key for m in result.survivors))
+    return Triage(run, tuple(m.key for m in chosen))
 
 
 def equivalent_entries(found: Triage, result: SweepResult) -> str:
