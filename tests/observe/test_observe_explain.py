@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from verify.cli import app
 from verify.mutation import all_mutations
-from verify.observe.api import NoObserverError, explain_overrides
+from verify.observe.api import NoObserverError, SessionOptions, explain_overrides
 from verify.report.files import Detail, read_report, write_json
 from verify.report.stryker import to_stryker
 from verify.report.verdict import Baseline, MutationResult, RunReport, Status
@@ -123,3 +123,16 @@ def test_the_sweep_sorts_its_survivors_and_writes_the_equivalent_ones_with_evide
                                "--state", str(state)])  # fmt: skip
     assert done.exit_code == 0, done.output
     assert "toy.engine.x_scale__mutmut_1: first divergence: ramp, step 0, row 0: scaled" in done.output
+
+
+def test_a_mutant_that_hangs_is_observed_as_a_timeout_and_one_that_dies_is_the_harness_s(toy: Path) -> None:
+    source = (toy / "toy" / "engine.py").read_text()
+    mutants = {
+        "hangs": {"toy/engine.py": source.replace("return x * 2.5", "while True:\n        pass")},
+        "dies": {"toy/engine.py": source.replace("return x * 2.5", "import os\n\n    os._exit(7)")},
+    }
+    run = explain_overrides(load_config(toy), mutants, SessionOptions(min_budget_s=1.0, budget_factor=1.0))
+    hangs = run.explanations["hangs"]
+    assert hangs.first is not None and (hangs.first.workload, hangs.first.what) == ("ramp", "timeout")
+    assert "dies" not in run.explanations  # no observation: never explained, never equivalent
+    assert "the child ended without a result" in run.failures["dies"]
