@@ -21,7 +21,7 @@ from verify.run.settings import load_config, load_mutations
 from verify.sweep import equivalents
 from verify.sweep.report import write_json as write_sweep
 from verify.sweep.result import SweepMutant, SweepOutcome, SweepResult
-from verify.sweep.triage import triage, write_equivalents
+from verify.sweep.triage import annotate_equivalents, triage, write_equivalents
 
 runner = CliRunner()
 
@@ -116,7 +116,16 @@ def test_the_sweep_sorts_its_survivors_and_writes_the_equivalent_ones_with_evide
     assert write_equivalents(path, found, result) == 0  # already marked: nothing appended twice
     (entry,) = equivalents.load(path)
     assert entry.matches(result.find("toy.engine.x_scale__mutmut_2"))  # type: ignore[arg-type]
-    assert "no observable differs" in entry.evidence and "tolerance" in entry.evidence
+    assert entry.evidence.startswith("observably equivalent (dflash sweep explain): 2 workloads")
+    assert "|mutant - pristine| <= 1e-06" in entry.evidence and entry.evidence.endswith("bit-identical")
+    # An entry argued in prose gains the observation's evidence beside its reason, once.
+    prose = equivalents.entry_toml(result.find("toy.engine.x_scale__mutmut_2"), "x * 1.0 is exact")  # type: ignore[arg-type]
+    path.write_text("# header kept\n\n" + prose)
+    assert annotate_equivalents(path, found, result) == 1
+    assert annotate_equivalents(path, found, result) == 0
+    (entry,) = equivalents.load(path)
+    assert entry.reason == "x * 1.0 is exact" and entry.evidence.endswith("bit-identical")
+    assert path.read_text().startswith("# header kept\n")
     state = toy / "sweep.json"
     write_sweep(state, result, mutations)
     done = runner.invoke(app, ["sweep", "explain", "toy.engine.x_scale__mutmut_1", "--root", str(toy),

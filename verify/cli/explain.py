@@ -119,6 +119,13 @@ def explain_sweep_mutant(
             help="Append the observably equivalent survivors to the equivalents file, with their evidence.",
         ),
     ] = False,
+    add_evidence: Annotated[
+        bool,
+        typer.Option(
+            "--add-evidence",
+            help="With --marked: add the observation's evidence to the equivalents file's entries it supports.",
+        ),
+    ] = False,
     marked: Annotated[
         bool,
         typer.Option("--marked", help="Also observe the mutants the equivalents file marks, to check its arguments."),
@@ -144,7 +151,7 @@ def explain_sweep_mutant(
     from verify.run.settings import ConfigError, load_config
     from verify.sweep import equivalents
     from verify.sweep import report as sweep_report
-    from verify.sweep.triage import TriageError, sweep_mutant_texts, triage
+    from verify.sweep.triage import TriageError, annotate_equivalents, sweep_mutant_texts, triage
     from verify.sweep.triage import write_equivalents as append_equivalents
 
     try:
@@ -168,10 +175,11 @@ def explain_sweep_mutant(
         raise _fail(f"harness error: {error}", EXIT_HARNESS) from None
     _render(found.run, json)
     typer.echo("triage: " + ", ".join(f"{what} {n}" for what, n in found.counts.items()))
+    path = config.root / (equivalents_file or equivalents.DEFAULT_PATH)
+    if add_evidence:
+        typer.echo(f"{annotate_equivalents(path, found, result)} entries of {path} gained the observation's evidence")
     if write_equivalents:
-        path = config.root / (equivalents_file or equivalents.DEFAULT_PATH)
-        added = append_equivalents(path, found, result)
-        typer.echo(f"{added} observably equivalent survivors written to {path}")
+        typer.echo(f"{append_equivalents(path, found, result)} observably equivalent survivors written to {path}")
     if found.run.failures:
         for name, why in found.run.failures.items():
             typer.echo(f"error: harness error for {name}: no observation: {why.strip().splitlines()[-1]}", err=True)

@@ -114,6 +114,7 @@ def sweep(
         return
     from verify.cli.reporting import run_info
     from verify.report.summary import judge
+    from verify.report.verdict import Status
     from verify.run.settings import ConfigError, load_config, load_mutations
     from verify.sweep import equivalents
     from verify.sweep import render as sweep_render
@@ -149,7 +150,8 @@ def sweep(
         run_info(project.root, settings, round(result.wall_s, 3), fail_under), title="dflash sweep"
     )
     sweep_report.write_json(state or sweep_report.default_state_path(project.root), result, catalog, info=info)
-    found = None if no_explain or not result.survivors else triage_survivors(project, result, config.jobs)
+    survived = any(m.status is Status.SURVIVED for m in result.mutants)  # `no tests` mutants included
+    found = triage_survivors(project, result, config.jobs) if survived and not no_explain else None
     explanations = explanations_of(found) if found else None
     files = (json_path, junit, html, stryker)
     written = sweep_report.write_reports(result, catalog, info, files, verify_data, explanations)

@@ -9,6 +9,7 @@ Knows the sweep's records and the observe API; nothing of mutmut or of how the s
 from __future__ import annotations
 
 import json
+import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +23,8 @@ from verify.sweep import equivalents
 from verify.sweep.result import SweepMutant, SweepResult
 
 __all__ = [
-    "Triage", "TriageError", "equivalent_entries", "explanations_of", "sweep_mutant_texts", "triage", "triage_table",
-    "write_equivalents",
+    "Triage", "TriageError", "annotate_equivalents", "equivalent_entries", "explanations_of", "sweep_mutant_texts",
+    "triage", "triage_table", "write_equivalents",
 ]  # fmt: skip
 
 
@@ -72,7 +73,8 @@ def triage(
     `include_marked`, the mutants the equivalents file marks too, to check its prose against an observation."""
     texts, stale = {}, {}
     marked = (Status.EQUIVALENT, Status.UNCOVERED) if include_marked else ()
-    chosen = [m for m in result.mutants if m.label == Status.SURVIVED or m.status in marked]
+    # A `no tests` mutant is a survivor too (its status is survived; only its label sets it apart).
+    chosen = [m for m in result.mutants if m.status is Status.SURVIVED or m.status in marked]
     for mutant in chosen:
         try:
             texts[mutant.key] = {mutant.module: _mutated_text(config.root, mutant)}
@@ -90,11 +92,6 @@ def triage(
 def equivalent_entries(found: Triage, result: SweepResult) -> str:
     """`[[equivalent]]` blocks for the observably equivalent survivors, each with its evidence."""
     run = found.run
-    evidence = (
-        f"dflash sweep explain: no observable differs from the pristine tree's on {len(run.workloads)} workloads "
-        f"({'; '.join(run.workloads)}) over {len(run.compared)} observables ({', '.join(run.compared)}); "
-        f"tolerance: {run.tolerance}"
-    )
     blocks = []
     for key in run.equivalent:
         mutant = result.find(key)
@@ -105,11 +102,47 @@ def equivalent_entries(found: Triage, result: SweepResult) -> str:
             "original": mutant.original,
             "mutated": mutant.mutated,
             "reason": "observably equivalent on the observer's workloads (no observable differs)",
-            "evidence": evidence,
+            "evidence": _evidence(run, key),
         }
         lines = (f"{name} = {json.dumps(value, ensure_ascii=False)}\n" for name, value in fields.items())
         blocks.append("[[equivalent]]\n" + "".join(lines))
     return "\n".join(blocks)
+
+
+def _evidence(run: ExplainRun, key: str) -> str:
+    """What the observation compared, in one line: fixtures, workloads, observables, tolerance, and whether the
+    mutant's floats were bit-identical or only within the bound."""
+    fixtures = sorted({w.partition(": ")[0] for w in run.workloads if ": " in w})
+    moved = run.explanations[key].within_tolerance
+    floats = f"floats moved within the bound in: {', '.join(moved)}" if moved else "bit-identical"
+    return (
+        f"observably equivalent (dflash sweep explain): {len(run.workloads)} workloads on {', '.join(fixtures)}; "
+        f"{len(run.compared)} observables per step and row; {run.tolerance}; {floats}"
+    )
+
+
+def annotate_equivalents(path: Path, found: Triage, result: SweepResult) -> int:
+    """Add the observation's evidence to each entry of `path` that marks a mutant found observably equivalent
+    (the prose reason stays beside it). Text is only appended inside each block; returns how many gained it."""
+    if not path.is_file():
+        return 0
+    observed = {key: result.find(key) for key in found.run.equivalent}
+    blocks = path.read_text("utf-8").split("\n[[")
+    added = 0
+    for index, block in enumerate(blocks[1:], start=1):
+        kind, _, body = block.partition("]]")
+        entry = tomllib.loads(body)
+        if "evidence" in entry or kind not in ("equivalent", "uncovered"):
+            continue
+        marked = equivalents.Equivalent(**entry, kind=kind)
+        key = next((k for k, mutant in observed.items() if mutant is not None and marked.matches(mutant)), None)
+        if key is not None:
+            evidence = f"evidence = {json.dumps(_evidence(found.run, key), ensure_ascii=False)}"
+            blocks[index] = block.rstrip("\n") + "\n" + evidence + ("\n" if block.endswith("\n") else "")
+            added += 1
+    path.write_text("\n[[".join(blocks), "utf-8")
+    equivalents.load(path)  # what was written must read back
+    return added
 
 
 def write_equivalents(path: Path, found: Triage, result: SweepResult) -> int:
