@@ -160,5 +160,5 @@ def finish(
         render_error(
             f"interrupted by {report.interrupted_by}: {done} mutations finished (cached; the next run resumes)"
         )
-    render_report(report, verdict, time.monotonic() - started, written, by)
+    render_report(report, verdict, time.monotonic() - started, written, by, details=details)
     return exit_code(report, verdict.passed)

@@ -16,6 +16,8 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from verify.cli.explain import explain_sweep_mutant, triage_survivors
+
 EXIT_FAIL, EXIT_INPUT, EXIT_HARNESS, EXIT_NO_VERDICT = 1, 2, 3, 4
 
 
@@ -104,17 +106,22 @@ def sweep(
     ] = None,
     state: State = None,
     workdir: Annotated[Path | None, typer.Option(help="Make (and keep) the private copy here.")] = None,
+    no_explain: Annotated[
+        bool, typer.Option("--no-explain", help="Do not sort the survivors by observation (`dflash sweep explain`).")
+    ] = False,
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
     from verify.cli.reporting import run_info
     from verify.report.summary import judge
+    from verify.report.verdict import Status
     from verify.run.settings import ConfigError, load_config, load_mutations
     from verify.sweep import equivalents
     from verify.sweep import render as sweep_render
     from verify.sweep import report as sweep_report
     from verify.sweep.driver import DEFAULT_JOBS, SweepConfig, SweepInputError, parse_budget, run_sweep
     from verify.sweep.result import SweepOutcome
+    from verify.sweep.triage import explanations_of, triage_table
     from verify.sweep.verdicts import to_run_report
 
     try:
@@ -143,11 +150,16 @@ def sweep(
         run_info(project.root, settings, round(result.wall_s, 3), fail_under), title="dflash sweep"
     )
     sweep_report.write_json(state or sweep_report.default_state_path(project.root), result, catalog, info=info)
-    written = sweep_report.write_reports(result, catalog, info, (json_path, junit, html, stryker), verify_data)
+    survived = any(m.status is Status.SURVIVED for m in result.mutants)  # `no tests` mutants included
+    found = triage_survivors(project, result, config.jobs) if survived and not no_explain else None
+    explanations = explanations_of(found) if found else None
+    files = (json_path, junit, html, stryker)
+    written = sweep_report.write_reports(result, catalog, info, files, verify_data, explanations)
     # The sweep in `dflash verify`'s verdict model: the terminal, every file and the exit code judge it alike.
     report, details = to_run_report(result)
+    details = sweep_report.explained(details, explanations)
     verdict = judge(report, fail_under)
-    tables = sweep_report.tables(result, catalog)
+    tables = sweep_report.tables(result, catalog) + ((triage_table(found),) if found else ())
     sweep_render.render_result(result, report, details, tables, verdict, written)
     if result.outcome == SweepOutcome.FAILED:
         raise typer.Exit(EXIT_HARNESS)
@@ -190,3 +202,6 @@ def promote(
     sweep_render.render_note(
         f"registered {mutation.name!r} in {target}: fill in its bug_class; `dflash verify` pins it once a gate kills it"
     )
+
+
+sweep_app.command("explain")(explain_sweep_mutant)

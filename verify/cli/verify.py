@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 
+from verify.cli.explain import add_explanations, explain_mutation
 from verify.cli.mutations import ProjectOption
 from verify.cli.reporting import (
     EXIT_HARNESS,
@@ -62,6 +63,7 @@ Exit codes: 0 pass; 1 fail; 2 usage or configuration error;
 """,
 )
 verify_app.command("show")(show)
+verify_app.command("explain")(explain_mutation)
 
 
 @verify_app.callback(invoke_without_command=True)
@@ -128,6 +130,9 @@ def verify(
             "--jobs defaults to the number of GPUs. Default: [tool.dflash] device, else cpu.",
         ),
     ] = None,
+    no_explain: Annotated[
+        bool, typer.Option("--no-explain", help="Do not explain survivors (their first diverging observable).")
+    ] = False,
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
@@ -184,6 +189,8 @@ def verify(
         render_error(f"interrupted by {signal_name} before the baseline and self-check finished; nothing to report")
         raise typer.Exit(EXIT_SIGNAL.get(signal_name, 130)) from None
     details = details_for({r.name: mutations[r.name] for r in report.mutations}, config.root)
+    if not no_explain:
+        details = add_explanations(config, mutations, report, details)
     settings = {
         "jobs": jobs or config.num_jobs,
         "all_gates": all_gates,

@@ -56,6 +56,8 @@ class Detail:
     last_line: int = 1
     last_column: int = 1
     hint: str = ""  # what a reader may do about it (e.g. the entry that would mark it equivalent), shown after the diff
+    divergence: str = ""  # a survivor's explanation in one line: its first diverging observable, or equivalence
+    explanation: str = ""  # the whole explanation (`dflash verify explain`): what else diverges, what stays equal
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +102,8 @@ def to_json(
         detail = details.get(result.name)
         if detail is not None:
             entry.update(bug_class=detail.bug_class, file=detail.file, diff=detail.diff)
+            if detail.divergence:
+                entry.update(first_divergence=detail.divergence, explanation=detail.explanation)
         mutations.append(entry)
     return {
         "schema": SCHEMA,
@@ -173,7 +177,15 @@ def read_report(path: Path) -> tuple[RunReport, dict[str, Detail], RunInfo]:
         confinement=str(data.get("confinement", "")),
     )
     details = {
-        m["name"]: Detail(m["bug_class"], m["file"], m.get("diff", "")) for m in data["mutations"] if "file" in m
+        m["name"]: Detail(
+            m["bug_class"],
+            m["file"],
+            m.get("diff", ""),
+            divergence=m.get("first_divergence", ""),
+            explanation=m.get("explanation", ""),
+        )  # fmt: skip
+        for m in data["mutations"]
+        if "file" in m
     }
     verdict = data.get("verdict") or {}
     info = RunInfo(

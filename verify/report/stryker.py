@@ -56,6 +56,8 @@ def to_stryker(
         if report.is_declared_survivor(result):
             stryker_status = "Ignored"  # declared to survive: outside the score, as in ours
         reason = f"dflash: {status}" + (f" ({result.reason})" if result.reason else "")
+        if detail.explanation:
+            reason += f"\n{detail.explanation}"
         files[detail.file]["mutants"].append(
             {
                 "id": result.name,

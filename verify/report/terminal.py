@@ -110,15 +110,18 @@ def render_report(
     reports: Sequence[str] = (),
     by: str = "file",
     console: Console | None = None,
+    details: Mapping[str, Detail] | None = None,
 ) -> None:
     """Matrix, summary and, as the very last line, the verdict."""
     console = _console(console)
     render_matrix(report, by, console)
-    render_summary(report, verdict, console)
+    render_summary(report, verdict, console, details)
     render_verdict(verdict, wall_s, reports, console)
 
 
-def render_summary(report: RunReport, verdict: Verdict, console: Console | None = None) -> None:
+def render_summary(
+    report: RunReport, verdict: Verdict, console: Console | None = None, details: Mapping[str, Detail] | None = None
+) -> None:
     console = _console(console)
     also = f" (detected {format_score(report.detected)})" if report.detected is not None else ""
     console.print(f"\n{verdict.total} mutations: {verdict.counts_text}; score {format_score(verdict.score)}{also}")
@@ -136,6 +139,11 @@ def render_summary(report: RunReport, verdict: Verdict, console: Console | None 
         console.print(f"[yellow]flaky:[/] {escape(gate_id)}: {escape(what)} (its kills are not counted)")
     for name in report.surprises:
         console.print(f"[cyan]news:[/] {escape(name)} was declared to survive and a gate now catches it")
+    for result in report.mutations:
+        divergence = (details or {}).get(result.name, Detail("", "")).divergence
+        if divergence:
+            label = status_label(report, result)
+            console.print(f"[yellow]{label}:[/] {escape(result.name)}: {escape(divergence)}", soft_wrap=True)
     for reason in verdict.failures[:_MAX_FAILURES]:
         console.print(f"[red]fail:[/] {escape(reason)}")
     if len(verdict.failures) > _MAX_FAILURES:
@@ -161,6 +169,8 @@ def render_survivors(report: RunReport, details: Mapping[str, Detail], console: 
         console.print(f"\n[{style}]{label}[/] [bold]{escape(result.name)}[/]  {escape(status_reason(report, result))}")
         if detail is not None:
             console.print(f"bug class: {escape(detail.bug_class)}")
+            if detail.explanation:
+                console.print(f"explained: {escape(detail.explanation)}", soft_wrap=True)
             if detail.diff:
                 console.print(Syntax(detail.diff, "diff", theme="ansi_dark", background_color="default"))
 
@@ -173,6 +183,8 @@ def render_result_detail(result: MutationResult, detail: Detail | None, console:
     console.print(f"[bold]{escape(result.name)}[/]  [{style}]{result.status}[/]{cached}  {result.duration_s:.2f}s")
     if detail is not None:
         console.print(f"{escape(detail.file)}: {escape(detail.bug_class)}")
+        if detail.explanation:
+            console.print(f"explained: {escape(detail.explanation)}", soft_wrap=True)
     if result.reason:
         console.print(f"reason: {escape(result.reason)}")
     for outcome in result.outcomes:

@@ -114,6 +114,12 @@ class ProjectConfig:
             "child's own copy and temp dir: confinement makes every other path read-only to a child."
         },
     )
+    observe: str = field(
+        default="",
+        metadata={
+            "doc": "Your engine's observer factory, 'module:function', for `dflash verify explain` (how-to/observe)."
+        },
+    )
 
     def __post_init__(self) -> None:
         for name in ("mutation_modules", "gates", "source_roots", "preload", "invariant_errors"):
@@ -144,6 +150,8 @@ class ProjectConfig:
                 "device cuda on the ray executor needs a GPU per job: set [tool.dflash] job_resources = "
                 "{num_cpus = 1, num_gpus = 1} (Ray hides every GPU from a task that reserves none)"
             )
+        if not isinstance(self.observe, str) or (self.observe and not self.observe.partition(":")[2].isidentifier()):
+            raise ConfigError(f"[tool.dflash] observe must be 'module:function', got {self.observe!r}")
         for name in ("timeout_factor", "timeout_min_s", "baseline_timeout_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
@@ -226,6 +234,7 @@ _SCALAR_KEYS = (
     "flake_reruns",
     "executor",
     "device",
+    "observe",
 )
 _TABLE_KEYS = ("job_resources",)
 

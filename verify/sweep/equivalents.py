@@ -39,6 +39,7 @@ class Equivalent:
     mutated: str = ""
     mutant: str = ""
     observation: str = ""  # [[uncovered]] only: what a run on the machine that can observe it would see
+    evidence: str = ""  # what an observation run compared when it found no difference (`dflash sweep explain`)
     kind: str = "equivalent"  # "equivalent" or "uncovered": the table it came from
 
     def __post_init__(self) -> None:

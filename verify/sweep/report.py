@@ -13,7 +13,7 @@ import json
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +169,7 @@ def to_json(
     catalog: Mapping[str, Mutation],
     verify_report: Mapping[str, Any] | None = None,
     info: RunInfo | None = None,
+    explanations: Mapping[str, tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """`dflash verify`'s JSON of the sweep in its verdict model (or, when given, `verify_report`: a catalog run's
     verdicts) plus `catalog` (each registered mutation and the function it touches) and `sweep` (the sweep's own
@@ -199,10 +200,22 @@ def to_json(
     if verify_report is not None:
         data = dict(verify_report)
     else:
-        data = report_files.to_json(*to_run_report(result), info)
+        report, details = to_run_report(result)
+        data = report_files.to_json(report, explained(details, explanations), info)
     data["catalog"] = [asdict(m) | {"function": where.get(name, "")} for name, m in sorted(catalog.items())]
     data["sweep"] = sweep
     return data
+
+
+def explained(
+    details: Mapping[str, report_files.Detail], explanations: Mapping[str, tuple[str, str]] | None
+) -> dict[str, report_files.Detail]:
+    """The details with each explained mutant's first divergence and explanation."""
+    out = dict(details)
+    for key, (divergence, text) in (explanations or {}).items():
+        if key in out:
+            out[key] = replace(out[key], divergence=divergence, explanation=text)
+    return out
 
 
 def _saved_fields(mutant: Mapping[str, Any]) -> dict[str, Any]:
@@ -249,9 +262,11 @@ def write_json(
     catalog: Mapping[str, Mutation],
     verify_report: Mapping[str, Any] | None = None,
     info: RunInfo | None = None,
+    explanations: Mapping[str, tuple[str, str]] | None = None,
 ) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(to_json(result, catalog, verify_report, info), indent=2) + "\n", "utf-8")
+    data = to_json(result, catalog, verify_report, info, explanations)
+    path.write_text(json.dumps(data, indent=2) + "\n", "utf-8")
 
 
 def write_reports(
@@ -260,14 +275,17 @@ def write_reports(
     info: RunInfo,
     paths: Sequence[Path | None],
     verify_report: Mapping[str, Any] | None = None,
+    explanations: Mapping[str, tuple[str, str]] | None = None,
 ) -> list[str]:
     """Write each requested format ((json, junit, html, stryker), None to skip) with `verify.report`'s writers,
-    the HTML with the sweep's tables; return the paths written."""
+    the HTML with the sweep's tables; return the paths written. `explanations`: mutant -> (first divergence,
+    whole explanation), from the survivors' triage."""
     report, details = to_run_report(result)
+    details = explained(details, explanations)
     json_path, junit, html, stryker = paths
     written = []
     for path, write in (
-        (json_path, lambda p: write_json(p, result, catalog, verify_report, info)),
+        (json_path, lambda p: write_json(p, result, catalog, verify_report, info, explanations)),
         (junit, lambda p: write_junit(report, p, details, info)),
         (html, lambda p: write_html(report, p, details, info, tables(result, catalog))),
         (stryker, lambda p: write_stryker(report, p, details, Path(result.root), info)),

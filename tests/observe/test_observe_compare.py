@@ -1,0 +1,100 @@
+"""The comparison of two observations: the stated float tolerance, the first divergence, digests, scrubbing."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from verify.observe.compare import ATOL, RTOL, Tolerance, compare
+from verify.observe.explain import EQUIVALENT, explain
+from verify.observe.record import Observation, Recorder, digest, normalise
+
+
+def _observation(*entries: tuple[str, int, int, str, object], scrub: tuple[tuple[str, str], ...] = ()) -> Observation:
+    recorder = Recorder(scrub)
+    for workload, step, row, what, value in entries:
+        recorder.workload = workload
+        recorder.emit(step, row, what, value)
+    return recorder.observation()
+
+
+LOGITS = torch.tensor([1.0, -2.0, 3.5, 1e-3])
+
+
+def test_the_stated_tolerance_is_the_default() -> None:
+    assert (Tolerance().atol, Tolerance().rtol) == (ATOL, RTOL) == (1e-6, 1e-5)
+    assert "1e-06 + 1e-05 x |pristine|" in str(Tolerance())
+
+
+@pytest.mark.parametrize(
+    ("delta", "equivalent", "moved"),
+    [
+        (0.0, True, False),  # bit-identical
+        (3.5 * 1e-6, True, True),  # inside atol + rtol * |x| = 3.6e-5 at 3.5: moved bits, within the bound
+        (3.5 * 2e-5, False, False),  # past it
+    ],
+    ids=["bit-identical", "within-bound", "past-bound"],
+)
+def test_floats_agree_within_the_stated_bound(delta: float, equivalent: bool, moved: bool) -> None:
+    mutant = LOGITS.clone()
+    mutant[2] += delta
+    comparison = compare(_observation(("w", 0, 0, "logits", LOGITS)), _observation(("w", 0, 0, "logits", mutant)))
+    assert comparison.is_equivalent is equivalent
+    assert ("logits" in comparison.within_tolerance) is moved
+    if not equivalent:
+        assert comparison.first is not None and "in 1 of 4 values" in comparison.first.amount
+
+
+def test_discrete_values_must_be_equal_and_the_first_divergence_comes_first() -> None:
+    pristine = _observation(("a", 0, 0, "ids", (1, 2, 3)), ("a", 1, 0, "ids", (4, 5)), ("b", 0, 1, "count", 3))
+    mutant = _observation(("a", 0, 0, "ids", (1, 2, 3)), ("a", 1, 0, "ids", (4, 6)), ("b", 0, 1, "count", 4))
+    comparison = compare(pristine, mutant)
+    assert [(d.workload, d.step, d.what) for d in comparison.divergences] == [("a", 1, "ids"), ("b", 0, "count")]
+    assert comparison.first is not None and "item 1: 5 -> 6" in comparison.first.amount
+    assert comparison.divergences[1].amount == "by +1"
+
+
+def test_an_observable_only_one_run_has_diverges_in_place() -> None:
+    pristine = _observation(("a", 0, 0, "x", 1), ("a", 1, 0, "x", 2))
+    mutant = _observation(("a", 0, 0, "x", 1), ("a", 0, -1, "error", "IndexError: boom"), ("a", 1, 0, "x", 2))
+    comparison = compare(pristine, mutant)
+    assert comparison.first is not None
+    assert (comparison.first.what, comparison.first.amount) == ("error", "absent in the pristine run")
+    assert comparison.first.mutant == "'IndexError: boom'"
+
+
+def test_equal_observations_explain_as_observably_equivalent_with_what_was_compared() -> None:
+    one = _observation(("a", 0, 0, "x", LOGITS), ("a", 0, 0, "ids", (1, 2)))
+    explanation = explain("m", compare(one, one), {})
+    assert explanation.is_equivalent and explanation.summary().startswith(EQUIVALENT)
+    assert "compared: x, ids" in explanation.text()
+
+
+def test_hidden_by_the_verify_when_the_outputs_stay_equal() -> None:
+    pristine = _observation(("a", 0, 0, "drafted", (1, 2)), ("a", -1, -1, "output tokens", (0, (5, 6), "length")))
+    mutant = _observation(("a", 0, 0, "drafted", (1, 3)), ("a", -1, -1, "output tokens", (0, (5, 6), "length")))
+    explanation = explain("m", compare(pristine, mutant), {"drafted": "assert_same_drafts"})
+    assert explanation.hidden_by_verify
+    assert "hidden by the verify" in explanation.summary()
+    assert explanation.gate == "assert_same_drafts, on the workload 'a'"
+    assert explanation.equal == ("output tokens",)
+
+
+def test_digests_tell_identical_observations_apart_from_different_ones() -> None:
+    a = _observation(("a", 0, 0, "x", LOGITS), ("a", 0, 0, "ids", [1, 2]))
+    b = _observation(("a", 0, 0, "x", LOGITS.clone()), ("a", 0, 0, "ids", (1, 2)))
+    c = _observation(("a", 0, 0, "x", LOGITS + 1e-7), ("a", 0, 0, "ids", (1, 2)))
+    assert digest(a) == digest(b) != digest(c)
+
+
+def test_values_are_normalised_and_private_paths_scrubbed() -> None:
+    assert normalise(torch.tensor([[1, 2], [3, 4]])) == (1, 2, 3, 4)
+    assert normalise({"a": [1, torch.tensor(2)]}) == (("a", (1, 2)),)
+    scrubbed = normalise("no file /tmp/x1/fx/config.json at 0x7f00deadbeef", (("/tmp/x1", "<tmp>"),))
+    assert scrubbed == "no file <tmp>/fx/config.json at 0x..."
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf"), True])
+def test_a_bad_tolerance_is_refused(bad: float) -> None:
+    with pytest.raises(ValueError, match="atol"):
+        Tolerance(atol=bad)

@@ -1,0 +1,1 @@
+"""A toy engine observed by tests/observe."""

@@ -1,0 +1,115 @@
+"""Explaining mutants: the entry points the CLI, a verify run's survivors and the sweep's triage call.
+
+Takes mutants as {name: {relative file: mutated text}}, observes them beside the pristine tree (`session`),
+explains each (`explain`) and groups the ones whose observations are identical (duplicates, named, never
+hidden). Knows the project's settings and the catalog's records, nothing of the renderers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from verify.mutation import Mutation
+from verify.observe.compare import Tolerance
+from verify.observe.explain import Explanation, explain
+from verify.observe.session import Observed, ObserveHarnessError, SessionOptions, observe_mutants
+from verify.run.settings import ProjectConfig, project_files
+
+__all__ = ["ExplainRun", "NoObserverError", "explain_catalog", "explain_overrides", "mutant_texts"]
+
+
+class NoObserverError(Exception):
+    """The project names no observer: `[tool.dflash] observe` is unset."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExplainRun:
+    explanations: Mapping[str, Explanation]
+    failures: Mapping[str, str]  # the harness's trouble per mutant: no explanation, never a verdict
+    duplicates: tuple[tuple[str, ...], ...]  # groups of mutants with identical observations, first named first
+    workloads: tuple[str, ...]
+    compared: tuple[str, ...]
+    tolerance: Tolerance
+    pristine_s: float
+
+    @property
+    def equivalent(self) -> tuple[str, ...]:
+        return tuple(name for name, e in self.explanations.items() if e.is_equivalent)
+
+    @property
+    def observable(self) -> tuple[str, ...]:
+        return tuple(name for name, e in self.explanations.items() if not e.is_equivalent)
+
+    @property
+    def num_duplicates(self) -> int:
+        """Mutants counted once with the first of their group: the group's size less one, summed."""
+        return sum(len(group) - 1 for group in self.duplicates)
+
+
+def mutant_texts(mutations: Mapping[str, Mutation], root: Path) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    """Each catalog mutation's mutated file, and why the ones that no longer apply were left out."""
+    from verify.run.apply import Applied, apply_mutation
+
+    texts, stale = {}, {}
+    for name, mutation in mutations.items():
+        applied = apply_mutation(mutation, root)
+        if isinstance(applied, Applied):
+            texts[name] = {applied.file: applied.mutated}
+        else:
+            stale[name] = f"stale: {applied.reason}"
+    return texts, stale
+
+
+def _group(observed: Observed) -> tuple[tuple[str, ...], ...]:
+    """Mutants whose observations are identical, bit for bit, and differ from the pristine tree's."""
+    groups: dict[str, list[str]] = {}
+    for name in sorted(observed.digests):
+        digest = observed.digests[name]
+        if digest != observed.pristine_digest:
+            groups.setdefault(digest, []).append(name)
+    return tuple(tuple(group) for group in groups.values() if len(group) > 1)
+
+
+def explain_overrides(
+    config: ProjectConfig, mutants: Mapping[str, Mapping[str, str]], options: SessionOptions | None = None
+) -> ExplainRun:
+    """Observe and explain mutants given as their mutated files' texts. Raises ObserveHarnessError when the
+    pristine tree fails its own observation run, NoObserverError when the project names no observer."""
+    if not config.observe:
+        raise NoObserverError(
+            "[tool.dflash] names no observer: set observe = 'mypkg.observe:make_observer' "
+            "(docs/how-to/observe.md) to let dflash see what a mutant changes"
+        )
+    options = options or SessionOptions()
+    observed = observe_mutants(
+        config.root, project_files(config), config.import_paths, config.source_packages, config.observe, mutants,
+        options,
+    )  # fmt: skip
+    groups = () if options.first_only else _group(observed)
+    first_of = {name: group[0] for group in groups for name in group[1:]}
+    explanations = {
+        name: explain(name, observed.comparisons[name], observed.gates, first_of.get(name, ""))
+        for name in mutants
+        if name in observed.comparisons
+    }
+    return ExplainRun(
+        explanations, dict(observed.failures), groups, observed.workloads, observed.compared, options.tolerance,
+        observed.seconds,
+    )  # fmt: skip
+
+
+def explain_catalog(
+    config: ProjectConfig, mutations: Mapping[str, Mutation], options: SessionOptions | None = None
+) -> ExplainRun:
+    """Explain registered mutations; one that no longer applies is a failure (stale), not an explanation."""
+    texts, stale = mutant_texts(mutations, config.root)
+    run = explain_overrides(config, texts, options)
+    return ExplainRun(
+        run.explanations, {**run.failures, **stale}, run.duplicates, run.workloads, run.compared, run.tolerance,
+        run.pristine_s,
+    )  # fmt: skip
+
+
+__all__ += ["ObserveHarnessError", "SessionOptions"]

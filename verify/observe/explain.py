@@ -1,0 +1,117 @@
+"""An explanation: a mutant's comparison with the pristine tree, told for a person who must decide what to do.
+
+The first diverging observable (workload, step, row, what, by how much), what else diverges after it (each
+observable's first divergence and count), what stays equal (committed tokens equal means the verify hid the
+bug), and the kind of gate that would see the first divergence. With no divergence: observably equivalent on
+these workloads, with the list of what was compared. Plain text (no rich): every renderer can show it. Knows
+nothing of how the observations were made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from verify.observe.compare import Comparison, Divergence
+
+__all__ = ["EQUIVALENT", "Explanation", "explain"]
+
+EQUIVALENT = "observably equivalent on these fixtures"
+_OUTPUTS = ("output tokens",)  # what a user of the engine receives (an observer names it so)
+_SHOWN = 8  # later divergences listed one per line; the rest by name
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    name: str
+    first: Divergence | None
+    later: tuple[tuple[str, str, int], ...]  # (observable, where it first diverges, how many times)
+    equal: tuple[str, ...]
+    gate: str  # the kind of gate that would see the first divergence
+    workloads: tuple[str, ...]
+    compared: tuple[str, ...]
+    tolerance: str
+    within_tolerance: tuple[str, ...] = ()
+    duplicate_of: str = ""  # another mutant whose observation is identical, bit for bit
+
+    @property
+    def is_equivalent(self) -> bool:
+        return self.first is None
+
+    @property
+    def hidden_by_verify(self) -> bool:
+        outputs = [what for what in _OUTPUTS if what in self.compared]
+        return self.first is not None and bool(outputs) and all(what in self.equal for what in outputs)
+
+    def summary(self) -> str:
+        """One line: the first divergence, or the equivalence, as a report's cell shows it."""
+        if self.first is None:
+            return f"{EQUIVALENT} ({len(self.workloads)} workloads, {len(self.compared)} observables compared)"
+        hidden = "; output tokens equal: hidden by the verify" if self.hidden_by_verify else ""
+        return f"first divergence: {self.first.where}: {self.first.amount}{hidden}"
+
+    def text(self) -> str:
+        lines = [f"{self.name}: {self.summary()}"]
+        if self.first is None:
+            lines.append(f"compared: {', '.join(self.compared)}")
+            lines.append(f"workloads: {'; '.join(self.workloads)}")
+            lines.append(f"tolerance: {self.tolerance}")
+            if self.within_tolerance:
+                lines.append(f"moved in their last bits, within tolerance: {', '.join(self.within_tolerance)}")
+            lines.append("this proves no equivalence beyond these workloads, seeds and this machine's float order")
+        else:
+            first = self.first
+            lines.append(f"  pristine: {first.pristine}")
+            lines.append(f"  mutant:   {first.mutant}")
+            lines.append(f"a gate that would see it: {self.gate}")
+            if self.later:
+                lines.append("also diverging (first place, count):")
+                lines += [f"  {what}: {where} ({count}x)" for what, where, count in self.later[:_SHOWN]]
+                if len(self.later) > _SHOWN:
+                    lines.append(
+                        f"  and {len(self.later) - _SHOWN} more: {', '.join(w for w, _, _ in self.later[_SHOWN:])}"
+                    )
+            lines.append(f"equal everywhere: {', '.join(self.equal) or 'nothing'}")
+            if self.hidden_by_verify:
+                lines.append("output tokens are equal on every workload: the loss is hidden by the verify")
+            lines.append(f"tolerance: {self.tolerance}")
+        if self.duplicate_of:
+            lines.append(f"duplicate of {self.duplicate_of}: identical observations")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, object]:
+        first = self.first
+        return {
+            "equivalent": self.is_equivalent,
+            "summary": self.summary(),
+            "first": None if first is None else {
+                "workload": first.workload, "step": first.step, "row": first.row, "what": first.what,
+                "amount": first.amount, "pristine": first.pristine, "mutant": first.mutant,
+            },
+            "also_diverging": [{"what": w, "first_at": at, "count": n} for w, at, n in self.later],
+            "equal": list(self.equal),
+            "gate": self.gate,
+            "workloads": list(self.workloads),
+            "compared": list(self.compared),
+            "tolerance": self.tolerance,
+            "duplicate_of": self.duplicate_of,
+        }  # fmt: skip
+
+
+def explain(name: str, comparison: Comparison, gates: Mapping[str, str], duplicate_of: str = "") -> Explanation:
+    first = comparison.first
+    by_what = comparison.first_by_what()
+    later = tuple(
+        (what, divergence.place, count)
+        for what, (divergence, count) in by_what.items()
+        if first is None or what != first.what.partition("#")[0]
+    )
+    gate = ""
+    if first is not None:
+        base = first.what.partition("#")[0]
+        kind = gates.get(base) or f"a gate comparing {base!r} with its unmutated value"
+        gate = f"{kind}, on the workload {first.workload!r}"
+    return Explanation(
+        name, first, later, comparison.equal, gate, comparison.workloads, comparison.compared,
+        str(comparison.tolerance), comparison.within_tolerance, duplicate_of,
+    )  # fmt: skip

@@ -1,0 +1,123 @@
+"""The observation record: what one run of an observer saw, as an ordered list of named observables.
+
+An observable is one value under a key (workload, step, row, what): `what` is the observable's name (the
+drafted ids, the draft's block logits, the q handed to the acceptance rule, a row's store contents, a raised
+error). Values are normalised as they are recorded, so two runs compare by value and never by identity:
+integer and boolean tensors become tuples of ints, float tensors are kept as CPU tensors (compared within the
+stated tolerance), strings lose the run's private paths and memory addresses. Knows nothing of the runner,
+of mutations or of how a run is started.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+__all__ = ["Key", "Observation", "Recorder", "digest", "normalise", "render_value"]
+
+# (workload, step, row, what): step and row are -1 where the observable belongs to no step or row.
+Key = tuple[str, int, int, str]
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
+
+
+def normalise(value: Any, scrub: Sequence[tuple[str, str]] = ()) -> Any:
+    """A value that compares by content: tuples of ints for integer tensors, CPU tensors for floats."""
+    if isinstance(value, torch.Tensor):
+        tensor = value.detach().to("cpu")
+        if tensor.is_floating_point() or tensor.is_complex():
+            return tensor.clone().contiguous()
+        return tuple(tensor.flatten().tolist()) if tensor.dim() != 0 else tensor.item()
+    if isinstance(value, bool | int | None):
+        return value
+    if isinstance(value, float):
+        return value
+    if isinstance(value, str):
+        for text, placeholder in scrub:
+            value = value.replace(text, placeholder)
+        return _ADDRESS.sub("0x...", value)
+    if isinstance(value, Mapping):
+        return tuple((str(k), normalise(v, scrub)) for k, v in value.items())
+    if isinstance(value, Sequence | set | frozenset):
+        items = sorted(value) if isinstance(value, set | frozenset) else value
+        return tuple(normalise(item, scrub) for item in items)
+    return normalise(repr(value), scrub)
+
+
+@dataclass(slots=True)
+class Recorder:
+    """Collects observables in the order an observer emits them; a key emitted twice keeps both (numbered)."""
+
+    scrub: tuple[tuple[str, str], ...] = ()
+    workload: str = ""
+    entries: dict[Key, Any] = field(default_factory=dict)
+
+    def emit(self, step: int, row: int, what: str, value: Any) -> None:
+        key: Key = (self.workload, int(step), int(row), str(what))
+        number = 1
+        while key in self.entries:
+            number += 1
+            key = (self.workload, int(step), int(row), f"{what}#{number}")
+        self.entries[key] = normalise(value, self.scrub)
+
+    def observation(self) -> Observation:
+        return Observation(tuple(self.entries.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One run's observables in emission order (the workloads in the observer's order)."""
+
+    entries: tuple[tuple[Key, Any], ...]
+
+    @property
+    def whats(self) -> tuple[str, ...]:
+        """The observables' names, each once, in first-seen order (`what#2` counts as `what`)."""
+        seen: dict[str, None] = {}
+        for (_, _, _, what), _ in self.entries:
+            seen.setdefault(what.partition("#")[0], None)
+        return tuple(seen)
+
+    @property
+    def workloads(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for (workload, _, _, _), _ in self.entries:
+            seen.setdefault(workload, None)
+        return tuple(seen)
+
+
+def _feed(hasher: Any, value: Any) -> None:
+    if isinstance(value, torch.Tensor):
+        hasher.update(f"T{value.dtype}{tuple(value.shape)}".encode())
+        hasher.update(value.contiguous().numpy(force=True).tobytes())
+    elif isinstance(value, tuple):
+        hasher.update(f"({len(value)}".encode())
+        for item in value:
+            _feed(hasher, item)
+    else:
+        hasher.update(f"{type(value).__name__}:{value!r};".encode())
+
+
+def digest(observation: Observation) -> str:
+    """A content hash of every key and value: equal for identical observations, bit for bit."""
+    hasher = hashlib.sha256()
+    for key, value in observation.entries:
+        hasher.update(repr(key).encode())
+        _feed(hasher, value)
+    return hasher.hexdigest()[:16]
+
+
+def render_value(value: Any, limit: int = 100) -> str:
+    """A short human form of a value: a tensor by its shape and a few numbers, a long tuple cut."""
+    if isinstance(value, torch.Tensor):
+        flat = value.flatten().tolist()
+        head = ", ".join(f"{x:.4g}" if isinstance(x, float) and math.isfinite(x) else str(x) for x in flat[:4])
+        more = ", ..." if len(flat) > 4 else ""
+        return f"tensor{tuple(value.shape)}[{head}{more}]"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,130 @@
+"""The observation worker: a subprocess started in a private copy of the project that observes the pristine
+tree once, then each mutant in a child forked from it, and compares every mutant with the pristine run there.
+
+Only the comparison and a digest of each observation come back (a pickle per job in the output folder), so a
+mutant's observation never crosses a process boundary. Each child serves its mutant's files through
+`verify.run.apply.MutantFinder` from the private copy; the user's tree is never read here. A child that dies
+or outlives its budget is reported as a failure of the harness, never as an observation. Run as
+`python -m verify.observe.worker JOB.json`; knows nothing of the CLI or of reports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main"]
+
+
+def _child(job: dict[str, Any], spec: dict[str, Any], pristine: Any, out: Path) -> None:
+    """In the forked child: serve the mutant, observe, compare, write the result. Never returns."""
+    code = 0
+    try:
+        import torch
+
+        from verify.observe import compare, protocol, record
+        from verify.run.apply import MutantFinder
+
+        root = Path(job["root"])
+        tmp = Path(job["tmp"]) / spec["id"]
+        tmp.mkdir(parents=True, exist_ok=True)
+        os.environ["TMPDIR"] = tempfile.tempdir = str(tmp)
+        torch.manual_seed(0)
+        roots = [root / rel for rel in job["import_paths"]]
+        overrides = {str(root / rel): text for rel, text in spec["overrides"].items()}
+        sys.meta_path.insert(0, MutantFinder(roots, job["packages"], overrides))
+        observer = protocol.make(job["observe"])
+        scrub = ((str(tmp), "<tmp>"), (str(root), "<project>"))
+        stop = None
+        if pristine is not None and job.get("first_only"):
+            tolerance = compare.Tolerance(*job["tolerance"])
+
+            def stop(so_far: record.Observation) -> bool:
+                # Only the workload just finished can hold a new divergence; the pristine run's part of it.
+                workload = so_far.entries[-1][0][0] if so_far.entries else ""
+                mine = record.Observation(tuple(e for e in so_far.entries if e[0][0] == workload))
+                theirs = record.Observation(tuple(e for e in pristine.entries if e[0][0] == workload))
+                return not compare.compare(theirs, mine, tolerance).is_equivalent
+
+        observation, seconds = protocol.observe(observer, scrub, spec.get("budget_s"), stop)
+        result: dict[str, Any] = {"id": spec["id"], "digest": record.digest(observation), "seconds": seconds}
+        result["gates"] = protocol.gates_of(observer)
+        if pristine is None:
+            result["observation"] = observation
+        else:
+            tolerance = compare.Tolerance(*job["tolerance"])
+            result["comparison"] = compare.compare(pristine, observation, tolerance)
+        (out / f"{spec['id']}.part").write_bytes(pickle.dumps(result))
+        (out / f"{spec['id']}.part").replace(out / f"{spec['id']}.pkl")
+    except BaseException:  # the harness's own failure (an observer that cannot load): reported by name
+        (out / f"{spec['id']}.failure").write_text(traceback.format_exc())
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _start(job: dict[str, Any], spec: dict[str, Any], pristine: Any, out: Path) -> int:
+    pid = os.fork()
+    if pid == 0:
+        os.setpgid(0, 0)
+        _child(job, spec, pristine, out)
+    return pid
+
+
+def _run(job: dict[str, Any], specs: list[dict[str, Any]], pristine: Any, out: Path, jobs: int, limit_s: float) -> None:
+    """Up to `jobs` children at once; a child past `limit_s` is killed with its process group."""
+    queue, running = list(specs), dict[int, tuple[str, float]]()
+    while queue or running:
+        while queue and len(running) < jobs:
+            spec = queue.pop(0)
+            running[_start(job, spec, pristine, out)] = (spec["id"], time.monotonic())
+        time.sleep(0.02)
+        for pid, (name, started) in list(running.items()):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done == 0 and time.monotonic() - started > limit_s:
+                os.killpg(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                (out / f"{name}.failure").write_text(f"killed after {limit_s:.0f} s: the child outlived its budget")
+            elif done == 0:
+                continue
+            elif not (out / f"{name}.pkl").exists() and not (out / f"{name}.failure").exists():
+                (out / f"{name}.failure").write_text(f"the child ended without a result (wait status {status})")
+            del running[pid]
+
+
+def main(argv: list[str]) -> int:
+    job = json.loads(Path(argv[0]).read_text())
+    out = Path(job["out"])
+    import torch
+
+    import verify.observe.compare  # noqa: F401  (imported once here, shared by every child)
+    import verify.run.apply  # noqa: F401
+
+    torch.set_num_threads(1)
+    sys.path[:0] = [str(Path(job["root"]) / rel) for rel in job["import_paths"]]
+    os.chdir(job["root"])
+    _run(job, [{"id": "pristine", "overrides": {}, "budget_s": job["pristine_budget_s"]}], None, out, 1,
+         job["limit_s"])  # fmt: skip
+    if not (out / "pristine.pkl").exists():
+        return 3
+    pristine = pickle.loads((out / "pristine.pkl").read_bytes())
+    slowest = max(pristine["seconds"].values(), default=1.0)
+    budget = max(job["min_budget_s"], job["budget_factor"] * slowest)
+    specs = [{"id": name, "overrides": overrides, "budget_s": budget} for name, overrides in job["mutants"].items()]
+    observation = pristine["observation"] if job["mutants"] else None
+    _run(job, specs, observation, out, job["jobs"], job["limit_s"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
