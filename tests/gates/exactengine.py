@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 from dense_reference import Checkpoint, filtered_probs, target_forward
-from exactstats import FitResult, pearson_fit
+from exactstats import FitResult, detectable_tv, pearson_fit, pooling
 
 from runner import Engine, EngineConfig, SamplingParams
 from verify.fixtures.synthetic import PairSpec, write_pair
@@ -148,6 +148,11 @@ def engine_fit(setting: Setting, num_draws: int, alpha: float, solo: bool) -> Fi
     """The gates' core: the engine's samples against the exact law (power tests call it with a patched runner)."""
     counts = engine_counts(tiny_pair(setting.kind), setting, num_draws, solo)
     return pearson_fit(counts, setting_law(setting).flatten(), alpha)
+
+
+def setting_power(setting: Setting, num_draws: int, alpha: float) -> float:
+    """The total-variation distance the setting's test detects with probability >= 0.99 (no engine run)."""
+    return detectable_tv(num_draws, int(pooling(setting_law(setting).flatten(), num_draws).max()), alpha)
 
 
 def describe(setting: Setting, fit: FitResult, solo: bool) -> str:

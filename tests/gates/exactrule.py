@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import torch
 from dense_reference import filtered_probs
-from exactstats import ALPHA_GATE, FitResult, pearson_fit
+from exactstats import ALPHA_GATE, FitResult, detectable_tv, pearson_fit, pooling
 
 import runner.dflash2
 import runner.engine
@@ -111,20 +111,29 @@ def closed_form(case: RuleCase, drafted: torch.Tensor) -> torch.Tensor:
     return speculative_law(p, q, drafted)
 
 
-def sample_case(case: RuleCase, pipeline: RulePipeline, num_draws: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(drafted ids [n], counts [n + 1, V]) of `num_draws` calls of the pipeline's rule on the case."""
+def case_inputs(
+    case: RuleCase, pipeline: RulePipeline, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(drafted ids [n], p, q, candidates) as the engine hands them to the rule; unfixed ids are drawn from q
+    with the case's generator, as the draft draws them."""
     t, top_p, top_k = case.temperature, case.top_p, case.top_k
     p = pipeline.target_probs(case.target_logits, t, top_p, top_k)
     if case.candidates is None:
         q, indices = pipeline.draft_probs(case.draft_scores, t, top_p, top_k), None
     else:
         q, indices = pipeline.walk_probs(case.draft_scores, t), case.candidates
-    generator = torch.Generator().manual_seed(case.seed)
     if case.drafted is None:  # the draft's own draw: slot i from q_i
         slots = torch.multinomial(q, 1, generator=generator)[:, 0]
         drafted = slots if indices is None else indices.gather(1, slots[:, None])[:, 0]
     else:
         drafted = torch.tensor(case.drafted, dtype=torch.long)
+    return drafted, p, q, indices
+
+
+def sample_case(case: RuleCase, pipeline: RulePipeline, num_draws: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(drafted ids [n], counts [n + 1, V]) of `num_draws` calls of the pipeline's rule on the case."""
+    generator = torch.Generator().manual_seed(case.seed)
+    drafted, p, q, indices = case_inputs(case, pipeline, generator)
     accepted, tokens = [], []
     for _ in range(num_draws):
         count, token = pipeline.accept(drafted, p, q, indices, generator)
@@ -133,6 +142,13 @@ def sample_case(case: RuleCase, pipeline: RulePipeline, num_draws: int) -> tuple
     cells = torch.stack(accepted).long() * case.vocab + torch.stack(tokens).long()
     counts = torch.bincount(cells, minlength=(case.num_drafted + 1) * case.vocab)
     return drafted, counts[: (case.num_drafted + 1) * case.vocab].view(case.num_drafted + 1, case.vocab)
+
+
+def case_power(case: RuleCase, num_draws: int, alpha: float) -> float:
+    """The total-variation distance the case's test detects with probability >= 0.99 (no draws needed)."""
+    drafted, *_ = case_inputs(case, RulePipeline(), torch.Generator().manual_seed(case.seed))
+    law = closed_form(case, drafted).flatten()
+    return detectable_tv(num_draws, int(pooling(law, num_draws).max()), alpha)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,11 +167,16 @@ class CaseResult:
 
 
 def rule_fits(
-    cases: list[RuleCase], num_draws: int, pipeline: RulePipeline | None = None, stop_at_first: bool = False
+    cases: list[RuleCase],
+    num_draws: int,
+    pipeline: RulePipeline | None = None,
+    stop_at_first: bool = False,
+    alpha: float | None = None,
 ) -> list[CaseResult]:
-    """The gates' core: each case's draws against its closed form at level ALPHA_GATE / len(cases)."""
+    """The gates' core: each case's draws against its closed form at level `alpha` (ALPHA_GATE / len(cases),
+    Bonferroni, unless a check of part of a gate passes the gate's own level)."""
     pipeline = pipeline or RulePipeline()
-    alpha = ALPHA_GATE / len(cases)
+    alpha = ALPHA_GATE / len(cases) if alpha is None else alpha
     results = []
     for case in cases:
         drafted, counts = sample_case(case, pipeline, num_draws)

@@ -38,7 +38,9 @@ def chi2_sf(x: float, df: int) -> float:
     """P(chi^2_df > x)."""
     if x <= 0:
         return 1.0
-    return float(torch.special.gammaincc(torch.tensor(df / 2, dtype=torch.float64), torch.tensor(x / 2.0)))
+    return float(
+        torch.special.gammaincc(torch.tensor(df / 2, dtype=torch.float64), torch.tensor(x / 2, dtype=torch.float64))
+    )
 
 
 def chi2_isf(alpha: float, df: int) -> float:

@@ -39,6 +39,26 @@ SOLO = [
     Setting("dflash", 1.5, 0.9, 5, 3, PROMPTS[1], seed=100),
     Setting("dflash2", 0.6, 1.0, 0, 2, PROMPTS[2], seed=101),
 ]
+# The smallest total-variation distance over (t1, t2, t3) each gate detects with probability >= 0.99, computed.
+ENGINE_TV = {
+    "dflash-t0.6-block3": 0.132,
+    "dflash-t0.6-top-p0.9-top-k5-block2": 0.129,
+    "dflash-t1.0-block3": 0.147,
+    "dflash-t1.0-top-p0.9-top-k5-block2": 0.14,
+    "dflash-t1.5-block3": 0.163,
+    "dflash-t1.5-top-p0.9-top-k5-block2": 0.148,
+    "dflash-t3.0-block3": 0.168,
+    "dflash-t3.0-top-p0.9-top-k5-block2": 0.163,
+    "dflash2-t0.6-block3": 0.126,
+    "dflash2-t0.6-top-p0.9-top-k5-block2": 0.117,
+    "dflash2-t1.0-block3": 0.156,
+    "dflash2-t1.0-top-p0.9-top-k5-block2": 0.131,
+    "dflash2-t1.5-block3": 0.16,
+    "dflash2-t1.5-top-p0.9-top-k5-block2": 0.154,
+    "dflash2-t3.0-block3": 0.168,
+    "dflash2-t3.0-top-p0.9-top-k5-block2": 0.162,
+}
+SOLO_TV = {"dflash-t1.5-top-p0.9-top-k5-block3": 0.244, "dflash2-t0.6-block2": 0.209}
 
 
 @pytest.mark.parametrize("setting", BATCHED, ids=[s.id for s in BATCHED])
