@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import functools
 import itertools
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -58,13 +59,24 @@ def pair_spec(kind: str) -> PairSpec:
     )
 
 
-@functools.cache
+_PAIRS: dict[str, Path] = {}
+
+
 def tiny_pair(kind: str) -> Path:
-    """The pair's folder, written once per test process into a temporary folder that lives as long as it."""
-    root = Path(tempfile.mkdtemp(prefix="dflash-exact-"))
-    atexit.register(shutil.rmtree, root, ignore_errors=True)
-    write_pair(root, pair_spec(kind))
+    """The pair's folder, written once per test process into a temporary folder. Only the process that wrote it
+    removes it at exit: a forked child (mutmut's, or the harness's) reads its parent's folder and leaves it."""
+    root = _PAIRS.get(kind)
+    if root is None or not (root / "draft" / "model.safetensors").is_file():
+        root = Path(tempfile.mkdtemp(prefix="dflash-exact-"))
+        atexit.register(_remove_if_owner, root, os.getpid())
+        write_pair(root, pair_spec(kind))
+        _PAIRS[kind] = root
     return root
+
+
+def _remove_if_owner(root: Path, owner: int) -> None:
+    if os.getpid() == owner:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @functools.cache

@@ -2,8 +2,8 @@
 the computed ones, and each gate detects the perturbations (exactperturb.py) of the terms it claims, while the
 unperturbed re-implementation passes it. A gate that loses its power fails here.
 
-The perturbation amounts are stated per check; each is at or near the smallest round amount the gate detects
-at its own draws and seeds (the gates are seeded, so a detection here is a fixed outcome, not a chance).
+The perturbation amounts are stated with each family; each check runs the gate's own draws and seeds, so a
+detection here is a fixed outcome on a given tree, not a chance.
 """
 
 from __future__ import annotations
