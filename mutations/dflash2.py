@@ -57,3 +57,28 @@ register(
         expect_killed_by=(f"{GATES}::test_sampled_dflash2_q_is_the_walks_tempered_distribution",),
     ),
 )
+
+EXACT_RULE = "tests/gates/test_gate_exact_rule.py::test_exact_rule_joint_law[dflash2]"
+
+# The rule's candidate-set branch (runner/sampling.py): the walk's q handed to the rule is right, the law the
+# rule applies over the candidates is not. Only the exact rule gate runs that branch against its closed form.
+register(
+    Mutation(
+        name="candidate-q-of-first-candidate",
+        bug_class="The DFlash2 rule reads q(x) at the first candidate slot instead of the slot holding the drafted "
+        "token: right whenever the walk drafts its first candidate.",
+        file="runner/sampling.py",
+        anchor="q = (draft_probs * (draft_indices == tokens[:, None])).sum(-1)",
+        replacement="q = draft_probs[:, 0]",
+        expect_killed_by=(EXACT_RULE,),
+    ),
+    Mutation(
+        name="candidate-residual-drops-candidates",
+        bug_class="The DFlash2 residual zeroes the candidates instead of subtracting q from them: right where "
+        "q >= p on every candidate, wrong where the target prefers a candidate to the walk.",
+        file="runner/sampling.py",
+        anchor="residual = target_probs[:n].scatter_add(1, draft_indices, -draft_probs)",
+        replacement="residual = target_probs[:n].scatter(1, draft_indices, 0.0)",
+        expect_killed_by=(EXACT_RULE,),
+    ),
+)

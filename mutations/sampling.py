@@ -92,3 +92,37 @@ register(
         expect_killed_by=(P_AND_Q, OUTPUT),
     ),
 )
+
+EXACT_RULE = "tests/gates/test_gate_exact_rule.py::test_exact_rule_joint_law"
+
+# Bugs where each position's marginal stays right while the rule's joint law over the block is wrong: the
+# statistics over tokens and the one-position rule checks above miss them. (A residual always from position 0, a
+# bonus from p_{n-1} and an acceptance count that is not a leading run were tried too: the distribution gate
+# already kills those.)
+register(
+    Mutation(
+        name="rejection-one-uniform-per-block",
+        bug_class="The acceptance rule draws one uniform and reuses it at every drafted position: each position "
+        "accepts with min(1, p/q) on its own, but the acceptances are dependent, so the joint law of the block "
+        "(and so the output) is wrong.",
+        file="runner/sampling.py",
+        anchor="u = torch.rand(n, generator=generator, device=device)",
+        replacement="u = torch.rand(1, generator=generator, device=device).expand(n)",
+        expect_killed_by=(f"{EXACT_RULE}[dflash]",),
+    ),
+)
+
+EXACT_ENGINE = "tests/gates/test_gate_exact_engine.py::test_exact_output_law_batched"
+
+register(
+    Mutation(
+        name="prefill-token-untempered",
+        bug_class="Prefill draws the first token at temperature 1 while verify steps use the request's: every "
+        "later token is right given the first, the first is not (the statistics over later tokens cannot see it, "
+        "and top-k 1 or a tiny top-p hides it).",
+        file="runner/engine.py",
+        anchor="probs = sampling_probs(logits[i, 0], p.temperature, p.top_p, p.top_k)",
+        replacement="probs = sampling_probs(logits[i, 0], 1.0, p.top_p, p.top_k)",
+        expect_killed_by=(f"{EXACT_ENGINE}[dflash-t0.6-block3]", f"{EXACT_ENGINE}[dflash2-t3.0-block3]"),
+    ),
+)

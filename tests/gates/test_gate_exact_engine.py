@@ -1,0 +1,73 @@
+"""Gate: speculative decoding's first three output tokens follow plain sampling's law exactly (exactengine.py).
+
+On the tiny 8-token pair, each setting's exact law of (t1, t2, t3) is enumerated from the target's logits by the
+dense reference; the engine draws ENGINE_DRAWS (batched) or SOLO_DRAWS (one row at a time) seeded requests and
+their counts are tested with a pooled Pearson chi-square at level 1e-3 per gate (a draw of probability 0 fails
+at once). Settings: DFlash and DFlash2, T in {0.6, 1.0, 1.5, 3.0}, each without filters and with top-p 0.9 and
+top-k 5 together, verify blocks of 3 (two drafted tokens: their joint acceptance and residuals) and of 2 (one
+drafted token and the bonus after it), over three prompts.
+
+The smallest total-variation distance over the 512 cells each gate detects with probability >= 0.99 (any
+direction; exactstats.py) is listed in ENGINE_TV; test_exact_power.py recomputes it.
+"""
+
+from __future__ import annotations
+
+import pytest
+from exactengine import PROMPTS, Setting, describe, engine_fit
+from exactstats import ALPHA_GATE
+
+pytestmark = pytest.mark.gate
+
+ENGINE_DRAWS = 800
+SOLO_DRAWS = 240
+
+
+def _batched() -> list[Setting]:
+    settings, index = [], 0
+    for kind in ("dflash", "dflash2"):
+        for temperature in (0.6, 1.0, 1.5, 3.0):
+            for top_p, top_k in ((1.0, 0), (0.9, 5)):
+                block = 3 if index % 2 == 0 else 2
+                settings.append(Setting(kind, temperature, top_p, top_k, block, PROMPTS[index % 3], seed=index))
+                index += 1
+    return settings
+
+
+BATCHED = _batched()
+SOLO = [
+    Setting("dflash", 1.5, 0.9, 5, 3, PROMPTS[1], seed=100),
+    Setting("dflash2", 0.6, 1.0, 0, 2, PROMPTS[2], seed=101),
+]
+# The smallest total-variation distance over (t1, t2, t3) each gate detects with probability >= 0.99, computed.
+ENGINE_TV = {
+    "dflash-t0.6-block3": 0.132,
+    "dflash-t0.6-top-p0.9-top-k5-block2": 0.129,
+    "dflash-t1.0-block3": 0.147,
+    "dflash-t1.0-top-p0.9-top-k5-block2": 0.14,
+    "dflash-t1.5-block3": 0.163,
+    "dflash-t1.5-top-p0.9-top-k5-block2": 0.148,
+    "dflash-t3.0-block3": 0.168,
+    "dflash-t3.0-top-p0.9-top-k5-block2": 0.163,
+    "dflash2-t0.6-block3": 0.126,
+    "dflash2-t0.6-top-p0.9-top-k5-block2": 0.117,
+    "dflash2-t1.0-block3": 0.156,
+    "dflash2-t1.0-top-p0.9-top-k5-block2": 0.131,
+    "dflash2-t1.5-block3": 0.16,
+    "dflash2-t1.5-top-p0.9-top-k5-block2": 0.154,
+    "dflash2-t3.0-block3": 0.168,
+    "dflash2-t3.0-top-p0.9-top-k5-block2": 0.162,
+}
+SOLO_TV = {"dflash-t1.5-top-p0.9-top-k5-block3": 0.244, "dflash2-t0.6-block2": 0.209}
+
+
+@pytest.mark.parametrize("setting", BATCHED, ids=[s.id for s in BATCHED])
+def test_exact_output_law_batched(setting: Setting) -> None:
+    fit = engine_fit(setting, ENGINE_DRAWS, ALPHA_GATE, solo=False)
+    assert fit.passed, "speculative output is not distributed as plain sampling: " + describe(setting, fit, False)
+
+
+@pytest.mark.parametrize("setting", SOLO, ids=[s.id for s in SOLO])
+def test_exact_output_law_solo(setting: Setting) -> None:
+    fit = engine_fit(setting, SOLO_DRAWS, ALPHA_GATE, solo=True)
+    assert fit.passed, "speculative output is not distributed as plain sampling: " + describe(setting, fit, True)
