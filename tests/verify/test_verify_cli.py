@@ -122,8 +122,12 @@ BASELINE_FAILURES = {
 def test_exit_3_names_why_a_baseline_gate_cannot_judge_mutants(toy_copy, cli, tmp_path, case: str) -> None:
     root = toy_copy()
     files, message = BASELINE_FAILURES[case]
+    shared = tmp_path / "shared"  # outside the project, declared writable: children may write nothing else there
+    shared.mkdir()
+    with (root / "pyproject.toml").open("a") as pyproject:
+        pyproject.write(f"writable = [{str(shared)!r}]\n")
     for name, body in files.items():
-        (root / "tests" / "gates" / name).write_text(_GATE + body.replace("{marker!r}", repr(str(tmp_path / "m"))))
+        (root / "tests" / "gates" / name).write_text(_GATE + body.replace("{marker!r}", repr(str(shared / "m"))))
     result = cli("--project", str(root), "--no-cache", *KILLED_ONLY)
     assert result.exit_code == 3, result.output
     assert message in " ".join(result.output.split())

@@ -134,10 +134,11 @@ def verify(
     from verify.mutation import MutationError
     from verify.report.files import write_json
     from verify.report.progress import PhaseProgress
-    from verify.report.terminal import render_error
+    from verify.report.terminal import render_confinement, render_error
     from verify.report.verdict import RunReport
     from verify.run.apply import details_for
     from verify.run.cache import ChangedSinceError, ResultCache
+    from verify.run.confine import probe
     from verify.run.executor import interrupt_signal
     from verify.run.phases import BaselineError, HarnessError, RunOptions, SelectionError, Shard, run_verify
     from verify.run.settings import ConfigError, load_config, load_mutations, with_overrides
@@ -158,6 +159,7 @@ def verify(
             use_cache=not no_cache,
             first_kill=first_kill,
             ray_address=ray_address,
+            outputs=tuple(path for path in (json, junit, html, stryker) if path is not None),
         )
 
         def partial(report: RunReport) -> None:
@@ -167,6 +169,8 @@ def verify(
             if json is not None:
                 write_json(report, json)
 
+        if not (confinement := probe()).active:  # said once, before anything runs; the reports keep it too
+            render_confinement(confinement.describe())
         with PhaseProgress() as progress:
             report = run_verify(config, mutations, options, progress, on_report=partial)
     except (ConfigError, SelectionError, ChangedSinceError, MutationError) as error:

@@ -106,6 +106,10 @@ class ResultCache:
         if result.status.is_final:
             self._write(key, dataclasses.asdict(result))
 
+    def forget(self, key: str) -> None:
+        """Drop a verdict found untrustworthy after it was cached (its mutant changed the user's files)."""
+        (self.directory / f"{key}.json").unlink(missing_ok=True)
+
     def get_gate_checks(self, tree: str) -> dict[str, str]:
         """The gates this tree's flake checks re-ran: {gate id: "" when green on every re-run, else why not}."""
         checks = (self._read(f"gatechecks-{tree}") or {}).get("gates", {})

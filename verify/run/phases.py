@@ -4,7 +4,8 @@
 Each mutation runs in a fresh child against the gates that reach its lines (`verify.run.judge` says when a
 second child is needed and what two attempts mean). Every final verdict goes into the cache and the
 partial report as it arrives, so an interrupted run loses nothing it finished and the next run resumes.
-At the end the user's tree must be byte-identical to what it was at the start. This module wires the
+At the end the user's tree must be byte-identical to what it was at the start: `verify.run.guard` inventories
+it around the run and names the child that changed a file. This module wires the
 pieces and returns a `RunReport`; it never prints.
 """
 
@@ -21,6 +22,7 @@ from verify.run.apply import Applied, Stale, apply_mutation
 from verify.run.checks import BaselineError, HarnessError, Progress, budget, find_flaky, run_pristine
 from verify.run.coverage_map import CoverageMap, anchor_lines
 from verify.run.executor import interrupt_signal, signals_as_interrupts
+from verify.run.guard import TreeGuard
 from verify.run.jobs import Job, JobExecutor, JobResult, open_executor
 from verify.run.judge import needs_second_attempt, resolve, verdict
 from verify.run.order import expected_s, kill_order, pinned
@@ -65,6 +67,7 @@ class _Run:
     flaky: dict[str, str] = dataclasses.field(default_factory=dict)
     interrupted_by: str = ""
     harness_errors: tuple[str, ...] = ()
+    confinement: str = ""  # what keeps children out of the user's files (verify.run.confine)
     plans: dict[str, _Planned] = dataclasses.field(default_factory=dict)  # every mutation a gate reaches
     num_jobs: int = 1  # children at once, in every phase
 
@@ -93,6 +96,7 @@ class _Run:
             self_check=self.self_check,
             harness_errors=self.harness_errors,
             first_kill=self.options.first_kill,
+            confinement=self.confinement,
         )
 
 
@@ -255,6 +259,16 @@ def _past_flaky(run: _Run, ex: JobExecutor, progress: Progress) -> None:
     run.on_report(run.report())
 
 
+def _blame(run: _Run, culprits: dict[str, list[str]]) -> None:
+    """A mutant that changed the user's files while it ran gets no verdict: an error, dropped from the cache
+    so the next run tries it again (and finds it again)."""
+    for name, paths in culprits.items():
+        if name in run.results and (plan := run.plans.get(name)) is not None:
+            why = f"changed the user's files while it ran: {', '.join(paths[:3])}" + ("..." if len(paths) > 3 else "")
+            run.results[name] = dataclasses.replace(run.results[name], status=Status.ERROR, reason=why)
+            run.cache.forget(plan.key)
+
+
 def run_verify(
     config: ProjectConfig,
     mutations: Mapping[str, Mutation],
@@ -270,8 +284,11 @@ def run_verify(
     cache = cache_mod.ResultCache(config.root, options.use_cache)
     tree = cache_mod.tree_digest(config)
     run = _Run(config, chosen, options, cache, on_report or (lambda report: None))
-    with signals_as_interrupts(), open_executor(config, options.ray_address) as ex:
-        run.num_jobs = options.jobs or config.jobs or ex.default_jobs
+    guard = TreeGuard(config.root, options.outputs, cache_mod.CACHE_DIR)  # the inventory before any child
+    run.confinement = guard.confinement.describe()
+    with guard, signals_as_interrupts(), open_executor(config, options.ray_address) as executor:
+        ex = guard.watch(executor)
+        run.num_jobs = options.jobs or config.jobs or executor.default_jobs
         run.baseline, coverage, run.self_check = run_pristine(ex, cache, tree, progress, run.num_jobs)
         check_sources_imported(config, coverage)  # a layout the copy cannot import is an error, not survivals
         coverage_map = CoverageMap.from_json(coverage, run.baseline.gate_ids)
@@ -284,6 +301,8 @@ def run_verify(
             run.interrupted_by = interrupt_signal(error)
     if not run.interrupted_by and cache_mod.tree_digest(config) != tree:
         run.harness_errors = ("the project's files changed during the run; its verdicts may mix two trees",)
+    run.harness_errors += guard.errors
+    _blame(run, guard.culprits)
     report = run.report()
     run.on_report(report)
     return report

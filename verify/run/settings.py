@@ -107,6 +107,13 @@ class ProjectConfig:
         metadata={"doc": "What each job reserves on a Ray cluster, e.g. {num_cpus = 1, num_gpus = 1}; only "
                   "`--executor ray` reads it."},
     )  # fmt: skip
+    writable: tuple[str, ...] = field(
+        default=(),
+        metadata={
+            "doc": "Folders or files outside the project that gates may write (absolute or ~/...), beside each "
+            "child's own copy and temp dir: confinement makes every other path read-only to a child."
+        },
+    )
 
     def __post_init__(self) -> None:
         for name in ("mutation_modules", "gates", "source_roots", "preload", "invariant_errors"):
@@ -141,6 +148,27 @@ class ProjectConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ConfigError(f"[tool.dflash] {name} must be a positive number, got {value!r}")
+        self._check_writable()
+
+    def _check_writable(self) -> None:
+        """A writable path is the user's own choice outside the project: the project never is one."""
+        if not isinstance(self.writable, tuple) or not all(isinstance(item, str) and item for item in self.writable):
+            raise ConfigError("[tool.dflash] writable must be a list of non-empty strings")
+        root = Path(self.root).resolve()
+        for item, path in zip(self.writable, self.writable_paths, strict=True):
+            if not path.is_absolute():
+                raise ConfigError(f"[tool.dflash] writable: {item!r} must be absolute or start with ~/")
+            if path.is_relative_to(root) or root.is_relative_to(path):
+                raise ConfigError(
+                    f"[tool.dflash] writable: {item!r} holds or lies inside the project ({root}): the project is "
+                    "never writable to a child; name a folder outside it"
+                )
+
+    @property
+    def writable_paths(self) -> tuple[Path, ...]:
+        """`writable`, with ~ expanded and links resolved (confinement applies to the real folder)."""
+        return tuple(Path(item).expanduser().resolve() if Path(item).expanduser().is_absolute() else Path(item)
+                     for item in self.writable)  # fmt: skip
 
     @property
     def num_jobs(self) -> int:
@@ -188,7 +216,7 @@ class ProjectConfig:
         return tuple(sorted(names | {"conftest"}))
 
 
-_LIST_KEYS = ("mutation_modules", "gates", "source_roots", "preload", "required", "invariant_errors")
+_LIST_KEYS = ("mutation_modules", "gates", "source_roots", "preload", "required", "invariant_errors", "writable")
 _SCALAR_KEYS = (
     "gate_marker",
     "jobs",
