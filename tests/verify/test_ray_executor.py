@@ -146,6 +146,8 @@ def test_sigterm_cancels_every_task_exits_143_and_the_next_run_resumes(cluster, 
     output, _ = process.communicate(timeout=90)
     assert process.returncode == 143, output
     assert _processes("ray::run_job") == [], "a task of the interrupted run is still running"
+    # Nor any server or child of it: the driver is gone, so Ray ends its workers, and their servers die with them.
+    assert wait_for(lambda: not _processes("verify.run.cluster.server"), 60), "a node server outlived the run"
     code, report, output = _run(cluster, root, "-m", "add-off-by-one", "-m", "sub-slow", "--jobs", "2")
     assert code == 0, output
     by_name = {m["name"]: m for m in report["mutations"]}
