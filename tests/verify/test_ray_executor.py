@@ -205,3 +205,21 @@ def test_no_ray_socket_uses_an_address_but_loopback(cluster) -> None:
     sockets = _addresses(cluster)
     assert any(port == 6379 and state == "0A" for _, port, state in sockets)  # the head's GCS is listening
     assert {address for address, _, _ in sockets} == {"127.0.0.1"}
+
+
+def test_without_an_address_a_local_cluster_runs_for_the_run_and_leaves_nothing(toy_copy, tmp_path) -> None:
+    # In namespaces of its own (127.0.0.1 alone; the pid namespace lets `ps` see only what this run started),
+    # with a HOME of its own: Ray writes a token to ~/.ray unless told otherwise, and nothing may land there.
+    root, home = toy_copy("local"), tmp_path / "home"
+    home.mkdir()
+    script = (
+        "ip link set lo up; "
+        f"env -u RAY_ADDRESS HOME={home} {' '.join(DFLASH)} --executor ray --project {root} -m add-off-by-one; "
+        "echo rc=$?; ps -eo comm= | grep -ciE 'raylet|gcs_server' || true"
+    )
+    command = ["unshare", "--net", "--pid", "--fork", "--mount-proc", "bash", "-c", script]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=_environment())
+    lines = done.stdout.strip().splitlines()
+    assert lines[-2:] == ["rc=0", "0"], done.stdout[-3000:] + done.stderr[-3000:]  # passed; no raylet nor GCS left
+    assert "PASS 1/1 killed" in lines[-3]
+    assert list(home.iterdir()) == []
