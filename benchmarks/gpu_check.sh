@@ -13,7 +13,7 @@ python3 -m pip install -q --no-index --no-deps --target /tmp/ref .whl/dflash-0.1
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; git log -1 --format='commit %h %s';
   python3 -c 'import torch,sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))'; } > "$OUT/device.txt" 2>&1
 # STEPS picks a subset for a rerun (default: all four).
-STEPS="${STEPS:-collect gpu_tests gates_cuda bench verify_cuda}"
+STEPS="${STEPS:-collect gpu_tests devices gates_cuda bench verify_cuda}"
 step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS
   case " $STEPS " in *" $name "*) ;; *) return 0 ;; esac
   timeout "$limit" "$@" > "$OUT/$name.log" 2>&1; local rc=$?
@@ -21,6 +21,9 @@ step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS
 step collect 60 bash -c 'python3 -m pip list 2>/dev/null | grep -i pytest; python3 -m pytest -p no:cacheprovider tests/gates -m gate --co -q | tail -5'
 PYTEST=(python3 -m pytest -p no:cacheprovider -o addopts="--strict-markers" -q -rfE)
 step gpu_tests 150 "${PYTEST[@]}" -m gpu tests/runner
+# --device cuda (issue 27): forked children on their GPU under a warm torch parent, a CUDA-touching preload
+# refused, one mutation of the embedded project killed with --device cuda --first-kill.
+step devices 420 "${PYTEST[@]}" -m gpu tests/verify/test_devices.py
 DFLASH_DEVICE=cuda step gates_cuda 200 "${PYTEST[@]}" -m gate tests/gates --durations=5
 step bench 200 python3 -c '
 import json, os, torch

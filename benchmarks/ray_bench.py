@@ -39,8 +39,8 @@ def _verify(prefix: list[str], extra: list[str]) -> tuple[float, dict, str]:
         raise RuntimeError(
             f"verify wrote no report (exit {done.returncode}): {done.stdout[-2000:]}{done.stderr[-2000:]}"
         )
-    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-    return elapsed, json.loads(out.read_text()), last
+    summary = "\n".join(done.stdout.strip().splitlines()[-5:])  # the summary and the verdict line
+    return elapsed, json.loads(out.read_text()), summary
 
 
 def bench_ray() -> dict:
@@ -60,8 +60,8 @@ def bench_ray() -> dict:
         "verdicts_differ": sorted(
             n for n, s in statuses.items() if {m["name"]: m["status"] for m in ray["mutations"]}.get(n) != s
         ),  # fmt: skip
-        "fork_verdict_line": fork_line,
-        "ray_verdict_line": ray_line,
+        "fork_summary": fork_line,
+        "ray_summary": ray_line,
     }
 
 

@@ -45,16 +45,17 @@ class LocalCluster:
         ready, _, _ = select.select([self._process.stdout], [], [], _START_TIMEOUT_S)
         line = self._process.stdout.readline() if ready else ""
         if line.strip() != "READY":
-            self.__exit__()
             logs = "".join(p.read_text() for p in Path(self._temp).parent.glob(Path(self._temp).name + ".*.log"))
+            self.__exit__()
             raise RuntimeError(f"the local Ray cluster did not start: {line!r}\n{logs[-2000:]}")
         children = Path(f"/proc/{self._process.pid}/task/{self._process.pid}/children").read_text().split()
         self.namespace_pid = int(children[0])
         return self
 
     def command(self, argv: list[str]) -> list[str]:
-        """`argv` run inside the cluster's network namespace (the same process: nsenter execs it)."""
-        return ["nsenter", "--target", str(self.namespace_pid), "--net", "--", *argv]
+        """`argv` run inside the cluster's network namespace (the same process: nsenter and env exec it), with the
+        cluster's authentication mode (none)."""
+        return ["nsenter", "--target", str(self.namespace_pid), "--net", "--", "env", "RAY_AUTH_MODE=disabled", *argv]
 
     def __exit__(self, *exc: object) -> None:
         if self._process is not None:

@@ -8,6 +8,9 @@ bin=$1
 temp=$2
 ip link set lo up
 export RAY_USAGE_STATS_ENABLED=0
+# No token: nothing but this namespace's loopback reaches the cluster, and a token the user keeps in ~/.ray
+# must neither switch it on here nor be written there.
+export RAY_AUTH_MODE=disabled
 common=(--node-ip-address 127.0.0.1 --num-cpus 1 --disable-usage-stats)
 "$bin/ray" start --head --port 6379 --include-dashboard=false --temp-dir "$temp" "${common[@]}" >"$temp.head.log" 2>&1
 "$bin/ray" start --address 127.0.0.1:6379 "${common[@]}" >"$temp.node.log" 2>&1

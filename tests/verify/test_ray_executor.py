@@ -146,6 +146,8 @@ def test_sigterm_cancels_every_task_exits_143_and_the_next_run_resumes(cluster, 
     output, _ = process.communicate(timeout=90)
     assert process.returncode == 143, output
     assert _processes("ray::run_job") == [], "a task of the interrupted run is still running"
+    # Nor any server or child of it: the driver is gone, so Ray ends its workers, and their servers die with them.
+    assert wait_for(lambda: not _processes("verify.run.cluster.server"), 60), "a node server outlived the run"
     code, report, output = _run(cluster, root, "-m", "add-off-by-one", "-m", "sub-slow", "--jobs", "2")
     assert code == 0, output
     by_name = {m["name"]: m for m in report["mutations"]}
@@ -203,3 +205,21 @@ def test_no_ray_socket_uses_an_address_but_loopback(cluster) -> None:
     sockets = _addresses(cluster)
     assert any(port == 6379 and state == "0A" for _, port, state in sockets)  # the head's GCS is listening
     assert {address for address, _, _ in sockets} == {"127.0.0.1"}
+
+
+def test_without_an_address_a_local_cluster_runs_for_the_run_and_leaves_nothing(toy_copy, tmp_path) -> None:
+    # In namespaces of its own (127.0.0.1 alone; the pid namespace lets `ps` see only what this run started),
+    # with a HOME of its own: Ray writes a token to ~/.ray unless told otherwise, and nothing may land there.
+    root, home = toy_copy("local"), tmp_path / "home"
+    home.mkdir()
+    script = (
+        "ip link set lo up; "
+        f"env -u RAY_ADDRESS HOME={home} {' '.join(DFLASH)} --executor ray --project {root} -m add-off-by-one; "
+        "echo rc=$?; ps -eo comm= | grep -ciE 'raylet|gcs_server' || true"
+    )
+    command = ["unshare", "--net", "--pid", "--fork", "--mount-proc", "bash", "-c", script]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=_environment())
+    lines = done.stdout.strip().splitlines()
+    assert lines[-2:] == ["rc=0", "0"], done.stdout[-3000:] + done.stderr[-3000:]  # passed; no raylet nor GCS left
+    assert "PASS 1/1 killed" in lines[-3]
+    assert list(home.iterdir()) == []

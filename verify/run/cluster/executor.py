@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import secrets
 import signal
 import tempfile
 import time
@@ -75,10 +76,17 @@ class RayExecutor:
         self._digest = ""
         self._archive: list[Any] = []
         self._capacity = 1
+        self._token = ""
 
     def __enter__(self) -> RayExecutor:
         handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
         cwd = os.getcwd()
+        if self.address is None and not {"RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"} & set(os.environ):
+            # A local cluster started for the run authenticates with a token, which Ray would otherwise write
+            # into ~/.ray/auth_token (a file of the user's, left behind). One for this run alone, in the
+            # environment that the cluster's processes inherit, leaves nothing.
+            self._token = secrets.token_hex(32)
+            os.environ["RAY_AUTH_TOKEN"] = self._token
         try:
             # Ray puts the driver's working directory on every worker's sys.path: from a checkout of
             # dflash-verify (or a project holding a `verify` folder) the workers would import the driver's code
@@ -87,6 +95,7 @@ class RayExecutor:
             ray.init(address=self.address, logging_level=logging.WARNING, log_to_driver=False,
                      include_dashboard=False if self.address is None else None, configure_logging=False)  # fmt: skip
         except (ConnectionError, RuntimeError, ValueError) as error:
+            self.__exit__()
             where = self.address or "a local cluster"
             raise ClusterError(f"cannot connect to the Ray cluster at {where}: {_first_line(error)}") from None
         finally:
@@ -99,12 +108,14 @@ class RayExecutor:
             self._archive = [ray.put(archive)]  # in a list: a task fetches it only where the tree is missing
             self._capacity = self._fit()
         except BaseException:
-            ray.shutdown()
+            self.__exit__()
             raise
         return self
 
     def __exit__(self, *exc: object) -> None:
         ray.shutdown()  # a cluster started for the run stops with it; a given one only loses this driver
+        if self._token and os.environ.get("RAY_AUTH_TOKEN") == self._token:
+            del os.environ["RAY_AUTH_TOKEN"]
 
     def _fit(self) -> int:
         """How many jobs the cluster holds at once, by job_resources; refuses a cluster that holds none."""
