@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from verify.run.settings import load_config, load_mutations
+from verify.run.catalog import load_mutations
+from verify.run.settings import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOG = load_mutations(load_config(ROOT))

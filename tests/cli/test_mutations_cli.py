@@ -11,7 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from verify.cli import app
-from verify.run.settings import load_config, load_mutations
+from verify.run.catalog import load_mutations
+from verify.run.settings import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOG = sorted(load_mutations(load_config(ROOT)))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 
 from verify.run.cluster import tree
-from verify.run.settings import load_config, project_files
+from verify.run.project import project_files
+from verify.run.settings import load_config
 
 
 def test_the_archive_is_named_by_its_contents_and_unpacks_to_the_gates_files(toy_copy, tmp_path, monkeypatch) -> None:

@@ -8,10 +8,12 @@ import time
 import pytest
 
 from verify.run.cache import ResultCache, tree_digest
+from verify.run.catalog import load_mutations
 from verify.run.checks import run_pristine
 from verify.run.coverage_map import CoverageMap
 from verify.run.executor import Executor, Job
-from verify.run.settings import ConfigError, load_config, load_mutations, project_files
+from verify.run.project import project_files
+from verify.run.settings import ConfigError, load_config
 
 ARITH = "toy/arith.py"
 TEST_MUL = "tests/gates/test_arith.py::test_mul"

@@ -232,7 +232,8 @@ def _move(root: Path, old: str, new: str) -> None:
 
 
 def test_the_embedded_catalog_still_loads_for_this_repository() -> None:
-    from verify.run.settings import load_config, load_mutations
+    from verify.run.catalog import load_mutations
+    from verify.run.settings import load_config
 
     repo = Path(__file__).resolve().parents[2]
     assert len(load_mutations(load_config(repo))) >= 30

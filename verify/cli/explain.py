@@ -89,7 +89,8 @@ def explain_mutation(
     """
     from verify.mutation import MutationError
     from verify.observe.api import mutant_texts
-    from verify.run.settings import ConfigError, load_config, load_mutations
+    from verify.run.catalog import load_mutations
+    from verify.run.settings import ConfigError, load_config
 
     try:
         config = load_config(project)

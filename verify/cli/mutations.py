@@ -43,7 +43,8 @@ def list_mutations(project: ProjectOption = Path(".")) -> None:
       dflash mutations list --project path/to/project
     """
     from verify.report.terminal import render_error, render_mutations
-    from verify.run.settings import ConfigError, load_config, load_mutations
+    from verify.run.catalog import load_mutations
+    from verify.run.settings import ConfigError, load_config
 
     try:
         render_mutations(load_mutations(load_config(project)))
@@ -70,7 +71,8 @@ def show_mutation(
     """
     from verify.report.terminal import render_error, render_mutation
     from verify.run.apply import Stale, apply_mutation, details_for
-    from verify.run.settings import ConfigError, load_config, load_mutations
+    from verify.run.catalog import load_mutations
+    from verify.run.settings import ConfigError, load_config
 
     try:
         config = load_config(project)

@@ -115,7 +115,8 @@ def sweep(
     from verify.cli.reporting import run_info
     from verify.report.summary import judge
     from verify.report.verdict import Status
-    from verify.run.settings import ConfigError, load_config, load_mutations
+    from verify.run.catalog import load_mutations
+    from verify.run.settings import ConfigError, load_config
     from verify.sweep import equivalents
     from verify.sweep import render as sweep_render
     from verify.sweep import report as sweep_report
@@ -183,7 +184,8 @@ def promote(
     Example:
       dflash sweep promote 'runner.batch.x_compact__mutmut_3' batch-compaction-skips-row
     """
-    from verify.run.settings import ConfigError, load_config, load_mutations
+    from verify.run.catalog import load_mutations
+    from verify.run.settings import ConfigError, load_config
     from verify.sweep import promote as sweep_promote
     from verify.sweep import render as sweep_render
     from verify.sweep import report as sweep_report

@@ -143,10 +143,11 @@ def verify(
     from verify.report.verdict import RunReport
     from verify.run.apply import details_for
     from verify.run.cache import ChangedSinceError, ResultCache
+    from verify.run.catalog import load_mutations
     from verify.run.confine import probe
-    from verify.run.executor import interrupt_signal
+    from verify.run.interrupts import interrupt_signal
     from verify.run.phases import BaselineError, HarnessError, RunOptions, SelectionError, Shard, run_verify
-    from verify.run.settings import ConfigError, load_config, load_mutations, with_overrides
+    from verify.run.settings import ConfigError, load_config, with_overrides
 
     started = time.monotonic()
     commit = project_commit(project)  # the tree the run starts from, not the one it ends on

@@ -15,7 +15,8 @@ from verify.mutation import Mutation
 from verify.observe.compare import Tolerance
 from verify.observe.explain import Explanation, explain
 from verify.observe.session import Observed, ObserveHarnessError, SessionOptions, observe_mutants
-from verify.run.settings import ProjectConfig, project_files
+from verify.run.project import project_files
+from verify.run.settings import ProjectConfig
 
 __all__ = ["ExplainRun", "NoObserverError", "explain_catalog", "explain_overrides", "mutant_texts"]
 

@@ -167,8 +167,7 @@ class RunReport:
     # Mutants a tool generated (an operator sweep), not a registered catalog: one rejected before any gate ran
     # (stale) is the tool's business and an empty run is nothing to do, neither a failure.
     generated: bool = False
-    # What kept the children out of the user's files: "landlock ABI n", or "off: why" (the run then only
-    # detects changes to the project afterwards); "" where unknown (a merged or older report).
+    # What kept children out of the user's files: "landlock ABI n", "off: why" (detection only), "" unknown.
     confinement: str = ""
 
     @property
@@ -277,10 +276,8 @@ class RunReport:
 
 
 def _outcome(data: dict[str, Any]) -> GateOutcome:
-    return GateOutcome(
-        data["gate_id"], Outcome(data["outcome"]), float(data["duration_s"]), data.get("exc_type", ""),
-        data.get("message", ""),
-    )  # fmt: skip
+    fields = (data["gate_id"], Outcome(data["outcome"]), float(data["duration_s"]))
+    return GateOutcome(*fields, data.get("exc_type", ""), data.get("message", ""))
 
 
 def result_from_dict(data: dict[str, Any]) -> MutationResult:

@@ -18,7 +18,8 @@ from typing import Any
 
 from verify.mutation import Mutation
 from verify.report.verdict import MutationResult, result_from_dict
-from verify.run.settings import ProjectConfig, project_files
+from verify.run.project import project_files
+from verify.run.settings import ProjectConfig
 
 __all__ = ["CACHE_DIR", "ChangedSinceError", "ResultCache", "changed_files", "harness_digest", "tree_digest"]
 

@@ -17,9 +17,10 @@ from typing import Any, Protocol
 from verify.report.verdict import Baseline, GateOutcome, Outcome, baseline_from_dict
 from verify.run import cache as cache_mod
 from verify.run.jobs import Job, JobExecutor, JobResult
-from verify.run.settings import ProjectConfig, project_files
+from verify.run.project import project_files
+from verify.run.settings import ProjectConfig
 
-__all__ = ["BaselineError", "HarnessError", "Progress", "budget", "find_flaky", "run_pristine"]
+__all__ = ["BaselineError", "HarnessError", "Progress", "Silent", "budget", "find_flaky", "run_pristine"]
 
 
 class BaselineError(Exception):
@@ -33,6 +34,16 @@ class HarnessError(Exception):
 class Progress(Protocol):
     def phase(self, name: str, total: int) -> None: ...
     def advance(self, label: str) -> None: ...
+
+
+class Silent:
+    """A `Progress` that reports nothing (a library caller's default)."""
+
+    def phase(self, name: str, total: int) -> None:
+        pass
+
+    def advance(self, label: str) -> None:
+        pass
 
 
 def budget(config: ProjectConfig, baseline: Baseline, gate_ids: tuple[str, ...]) -> float:

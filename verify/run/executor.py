@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,10 +39,11 @@ from verify.run.child import JobPaths, prime, run_child
 from verify.run.devices import DevicePool, check_cuda_untouched, child_environment, visible_devices
 from verify.run.jobs import Job, JobResult
 from verify.run.private_copy import adopt_bytecode, copy_files
+from verify.run.project import project_files
 from verify.run.recorder import read_journal
-from verify.run.settings import ProjectConfig, project_files
+from verify.run.settings import ProjectConfig
 
-__all__ = ["Executor", "Job", "JobResult", "load_scale", "signals_as_interrupts"]
+__all__ = ["Executor", "Job", "JobResult", "load_scale"]
 
 _POLL_S = 0.01
 # pytest's exit codes for a session it could not run at all (an internal error, a usage error): no gate ran.
@@ -61,40 +62,6 @@ def load_scale() -> float:
     except (OSError, ValueError, IndexError):
         running = int(os.getloadavg()[0])
     return max(1.0, running / (os.cpu_count() or 1))
-
-
-class _Interrupt(KeyboardInterrupt):
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-# The signal that raised the last interrupt: a blocking call in C (Ray's `ray.wait`) turns the handler's
-# exception into a plain KeyboardInterrupt, so the exception alone cannot always say which signal it was.
-_RECEIVED: list[int] = []
-
-
-@contextlib.contextmanager
-def signals_as_interrupts() -> Iterator[None]:
-    """SIGTERM (like SIGINT) interrupts the parent where it is, so it can kill children and clean up."""
-
-    def raise_interrupt(signum: int, frame: Any) -> None:
-        _RECEIVED[:] = [signum]
-        raise _Interrupt(signum)
-
-    _RECEIVED.clear()
-    previous = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
-def interrupt_signal(error: BaseException) -> str:
-    if isinstance(error, _Interrupt):
-        return signal.Signals(error.signum).name
-    return signal.Signals(_RECEIVED[0]).name if _RECEIVED else "SIGINT"
 
 
 def _warm_pytest(empty: Path) -> None:

@@ -1,24 +1,23 @@
 """What the run's phases hand an executor and get back: the job and result records, the executor interface,
-and the one place that picks the executor a run uses (`open_executor`).
+(`verify.run.executors` picks the one a run uses).
 
 A job is one child's worth of work: gates to run against a tree with some files served mutated. A result is
 what that child established, as data (outcomes, coverage, what it imported), whichever machine ran it. The
 phases (`verify.run.phases`, `verify.run.checks`) see only `JobExecutor`: they never know whether children
 are forked here (`verify.run.executor`) or run as Ray tasks on a cluster (`verify.run.cluster`). Knows
-nothing of forking, pytest or Ray; the Ray executor is imported only when asked for.
+nothing of forking, pytest or Ray, and imports no executor: a leaf that every executor imports.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from verify.report.verdict import GateOutcome
-from verify.run.settings import ConfigError, ProjectConfig
+from verify.run.settings import ProjectConfig
 
-__all__ = ["Job", "JobExecutor", "JobResult", "open_executor"]
+__all__ = ["Job", "JobExecutor", "JobResult"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,19 +73,3 @@ class JobExecutor(Protocol):
         """Run every job, up to `num_jobs` at once; results in job order. `on_done` sees each as it finishes.
         On an interrupt every running child is ended before the interrupt propagates."""
         ...
-
-
-def open_executor(config: ProjectConfig, ray_address: str | None = None) -> JobExecutor:
-    """The executor `config.executor` names (not yet entered). `ray_address` overrides RAY_ADDRESS."""
-    if config.executor == "ray":
-        if importlib.util.find_spec("ray") is None:
-            raise ConfigError(
-                "--executor ray needs Ray, which this environment lacks: pip install 'dflash-verify[ray]' "
-                "(on the driver and on every node of the cluster)"
-            )
-        from verify.run.cluster.executor import RayExecutor
-
-        return RayExecutor(config, ray_address)
-    from verify.run.executor import Executor
-
-    return Executor(config)

@@ -5,8 +5,8 @@ Each mutation runs in a fresh child against the gates that reach its lines (`ver
 second child is needed and what two attempts mean). Every final verdict goes into the cache and the
 partial report as it arrives, so an interrupted run loses nothing it finished and the next run resumes.
 At the end the user's tree must be byte-identical to what it was at the start: `verify.run.guard` inventories
-it around the run and names the child that changed a file. This module wires the
-pieces and returns a `RunReport`; it never prints.
+it around the run and names the child that changed a file. This module wires the pieces and returns a
+`RunReport`; it never prints.
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ from verify.mutation import Mutation
 from verify.report.verdict import Baseline, MutationResult, Outcome, RunReport, Status
 from verify.run import cache as cache_mod
 from verify.run.apply import Applied, Stale, apply_mutation
-from verify.run.checks import BaselineError, HarnessError, Progress, budget, find_flaky, run_pristine
+from verify.run.checks import BaselineError, HarnessError, Progress, Silent, budget, find_flaky, run_pristine
 from verify.run.coverage_map import CoverageMap, anchor_lines
-from verify.run.executor import interrupt_signal, signals_as_interrupts
+from verify.run.executors import open_executor
 from verify.run.guard import TreeGuard
-from verify.run.jobs import Job, JobExecutor, JobResult, open_executor
+from verify.run.interrupts import interrupt_signal, signals_as_interrupts
+from verify.run.jobs import Job, JobExecutor, JobResult
 from verify.run.judge import needs_second_attempt, resolve, verdict
 from verify.run.order import expected_s, kill_order, pinned
 from verify.run.probe import check_sources_imported
@@ -31,14 +32,6 @@ from verify.run.selection import RunOptions, SelectionError, Shard, select
 from verify.run.settings import ProjectConfig
 
 __all__ = ["BaselineError", "HarnessError", "Progress", "RunOptions", "SelectionError", "Shard", "run_verify"]
-
-
-class _Silent:
-    def phase(self, name: str, total: int) -> None:
-        pass
-
-    def advance(self, label: str) -> None:
-        pass
 
 
 @dataclass
@@ -260,8 +253,7 @@ def _past_flaky(run: _Run, ex: JobExecutor, progress: Progress) -> None:
 
 
 def _blame(run: _Run, culprits: dict[str, list[str]]) -> None:
-    """A mutant that changed the user's files while it ran gets no verdict: an error, dropped from the cache
-    so the next run tries it again (and finds it again)."""
+    """A mutant that changed the user's files while it ran gets no verdict: an error, uncached (tried again)."""
     for name, paths in culprits.items():
         if name in run.results and (plan := run.plans.get(name)) is not None:
             why = f"changed the user's files while it ran: {', '.join(paths[:3])}" + ("..." if len(paths) > 3 else "")
@@ -278,7 +270,7 @@ def run_verify(
 ) -> RunReport:
     """The whole run. Raises BaselineError/HarnessError (exit 3) and SelectionError (exit 2); an interrupt
     during the mutations returns the partial report (`interrupted_by` says which signal)."""
-    progress, options = progress or _Silent(), options or RunOptions()
+    progress, options = progress or Silent(), options or RunOptions()
     chosen = select(mutations, options, config)
     changed = cache_mod.changed_files(config.root, options.changed_since) if options.changed_since else None
     cache = cache_mod.ResultCache(config.root, options.use_cache)

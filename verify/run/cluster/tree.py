@@ -16,7 +16,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from verify.run.settings import ProjectConfig, project_files
+from verify.run.project import project_files
+from verify.run.settings import ProjectConfig
 
 __all__ = ["pack", "unpacked"]
 

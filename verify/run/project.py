@@ -1,0 +1,38 @@
+"""Which files of the project a run works on: the source roots, the gates, the package and conftest files above
+a gate and the root's pytest configuration. The private copies hold exactly these and the result cache keys on
+them. It knows nothing of pytest, forking or reports.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from verify.run.settings import ProjectConfig
+
+__all__ = ["project_files"]
+
+_ROOT_FILES = ("pyproject.toml", "setup.cfg", "pytest.ini", "tox.ini", "conftest.py")
+_SKIP_PARTS = ("__pycache__", ".pytest_cache")
+
+
+def project_files(config: ProjectConfig) -> list[str]:
+    """Files the gates run against, relative to the root: the private copy holds exactly these.
+
+    The source roots and gate paths, the `__init__.py` and `conftest.py` files above a gate (they
+    decide how pytest names and imports it), and the root's pytest configuration. The same list keys
+    the result cache, so an edit to any of them re-runs the mutations.
+    """
+    root, found = config.root, set()
+    for rel in (*config.source_roots, *config.gates):
+        path = root / rel
+        candidates = path.rglob("*") if path.is_dir() else [path]
+        for file in candidates:
+            relative = file.relative_to(root)
+            if file.is_file() and not file.name.endswith(".pyc") and not set(relative.parts) & set(_SKIP_PARTS):
+                found.add(relative.as_posix())
+        for parent in Path(rel).parents:
+            found.update(
+                (parent / m).as_posix() for m in ("__init__.py", "conftest.py") if (root / parent / m).is_file()
+            )
+    found.update(name for name in _ROOT_FILES if (root / name).is_file())
+    return sorted(found)
