@@ -183,9 +183,13 @@ def test_nightly_shards_merge_into_the_whole_run(upstream: Path, tmp_path: Path)
     assert merged_data["verdict"] == whole_data["verdict"]
 
     # GitLab: the same shards by its parallel job's variables (on the same checkouts), then its merge job.
-    for k, tree in enumerate(shards, 1):
-        code, output = _run(_gitlab_script("dflash-shard"), tree, {"CI_NODE_INDEX": str(k), "CI_NODE_TOTAL": "2"})
-        assert code in (0, 1), output
+    script = _gitlab_script("dflash-shard")
+    running = [
+        _start(script, tree, {"CI_NODE_INDEX": str(k), "CI_NODE_TOTAL": "2"}) for k, tree in enumerate(shards, 1)
+    ]
+    for process in running:
+        output, _ = process.communicate(timeout=600)
+        assert process.returncode in (0, 1), output
     shutil.copy(shards[1] / "shards" / "shard-2.json", merged / "shards")
     code, output = _run(_gitlab_script("dflash-merge"), merged, {})
     assert code == 1, output

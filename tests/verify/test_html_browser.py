@@ -14,9 +14,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
 
 from verify.report.stryker import stryker_status
+
+try:
+    from playwright.sync_api import Browser, Page, sync_playwright
+except ImportError as missing:  # a failure with the way out, never a skip
+    pytest.fail(f"{missing}: `make install` installs playwright with the dev extra", pytrace=False)
 
 ROOT = Path(__file__).resolve().parents[2]
 PICTURE = ROOT / "docs" / "img" / "html-report.png"
@@ -43,8 +47,10 @@ def browser():
             "Run `make browser` (as root: apt-get install chromium)."
         )
     with sync_playwright() as playwright:
-        # --no-sandbox: Chromium refuses its sandbox as root, which CI and this machine run as.
-        launched = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        # --no-sandbox: Chromium refuses its sandbox as root, which CI and this machine run as. The others make
+        # the picture the same from run to run (one raster thread, no GPU, a fixed colour profile).
+        args = ["--no-sandbox", "--disable-gpu", "--disable-partial-raster", "--num-raster-threads=1"]
+        launched = playwright.chromium.launch(executable_path=executable, args=[*args, "--force-color-profile=srgb"])
         yield launched
         launched.close()
 
@@ -105,10 +111,15 @@ def test_a_survivors_diff_shows_on_its_line_with_its_gates(page: Page, toy_run) 
     text = drawer.evaluate(_DEEP_TEXT)
     assert "describe-label" in text and "Survived" in text and f"({line}:" in text.replace(" ", "")
     assert "test_describe_runs (tests/gates/test_arith.py:" in text  # the gate that covered it, at its def
-    page.locator("mutation-test-report-app").evaluate("app => app.scrollIntoView()")
-    page.wait_for_timeout(500)  # the drawer slides in; the picture is taken once it is still
+    # The viewer at the top of the picture, at a whole pixel (a fractional scroll shifts anti-aliased edges).
+    page.locator("mutation-test-report-app").evaluate(
+        "app => window.scrollTo(0, Math.round(app.getBoundingClientRect().top + window.scrollY))"
+    )
+    page.mouse.move(0, 0)  # off the mutant: its hover state would show in the picture
+    page.wait_for_timeout(300)  # lets the hover end settle; the picture only, no check depends on it
     PICTURE.parent.mkdir(parents=True, exist_ok=True)
-    picture = page.screenshot()
+    # Transitions finished (the drawer slides in), so the same page gives the same picture, byte for byte.
+    picture = page.screenshot(animations="disabled")
     if not PICTURE.is_file() or PICTURE.read_bytes() != picture:
         PICTURE.write_bytes(picture)
     assert len(picture) < 300_000

@@ -49,6 +49,8 @@ td.cell a { color: #fff; text-decoration: none; display: block; } td.c-dot a, td
 .s-stale { color: #6a1b9a; } .s-equivalent, .s-uncovered, .s-skipped { color: #777; }
 .dflash pre { background: #f7f7f7; padding: .5em; overflow-x: auto; }
 .warn { color: #b00; } .legend, .meta { color: #555; font-size: 12px; } nav a { margin-right: 1.5em; }
+body.dark .dflash { color: #ddd; } body.dark .dflash pre { background: #222; } body.dark .dflash a { color: #8ab4f8; }
+body.dark .legend, body.dark .meta { color: #aaa; }
 """
 
 # Feeds the viewer the inlined report, follows its theme, and keeps dflash's own links from changing the
@@ -56,7 +58,10 @@ td.cell a { color: #fff; text-decoration: none; display: block; } td.c-dot a, td
 _BOOT = """
 const app = document.querySelector("mutation-test-report-app");
 app.report = JSON.parse(document.getElementById("dflash-stryker").textContent);
-const paint = () => { document.body.style.backgroundColor = app.themeBackgroundColor || ""; };
+const paint = () => {
+  document.body.style.backgroundColor = app.themeBackgroundColor || "";
+  document.body.classList.toggle("dark", app.theme === "dark");
+};
 app.addEventListener("theme-changed", paint);
 paint();
 document.addEventListener("click", (event) => {
