@@ -25,7 +25,14 @@ LAST_REPORT = Path(".dflash-cache") / "last-report.json"  # relative to the proj
 
 JsonOption = Annotated[Path | None, typer.Option("--json", help="Write the JSON report (dflash-verify/1) here.")]
 JunitOption = Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here (one testcase a mutation).")]
-HtmlOption = Annotated[Path | None, typer.Option("--html", help="Write the offline HTML report here.")]
+HtmlOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--html",
+        help="Write the HTML report here: one offline page, the source with each mutant inline (Stryker's "
+        "viewer), the gates, the mutation x gate matrix.",
+    ),
+]
 StrykerOption = Annotated[
     Path | None, typer.Option("--stryker", help="Write a Stryker mutation-testing-elements JSON report here.")
 ]
@@ -35,13 +42,15 @@ CodequalityOption = Annotated[
 ]
 
 
+ANNOTATION_FORMATS = ("github",)  # GitLab reads a file instead: --codequality
+
+
 def _check_annotations(value: str | None) -> str | None:
     if value is not None and value not in ANNOTATION_FORMATS:
         raise typer.BadParameter(f"must be one of: {', '.join(ANNOTATION_FORMATS)}")
     return value
 
 
-ANNOTATION_FORMATS = ("github",)
 AnnotationsOption = Annotated[
     str | None,
     typer.Option(
