@@ -9,7 +9,7 @@ export DFLASH_REFERENCE_PATH := $(abspath $(REF))
 # Two cores: keep torch from oversubscribing them.
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: install demo verify test lint unit bench fixtures audit sweep clean
+.PHONY: install demo verify test lint unit bench fixtures audit sweep clean browser vendor-report
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -37,10 +37,32 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-unit: install
+unit: install browser
 	$(BIN)/pytest
 
 test: lint unit
+
+# The HTML report's browser test needs a real Chromium (Playwright's own browser download cannot work offline).
+# We are root here and in CI (.ci/run), so apt-get installs Debian's chromium, with the fonts the viewer's font
+# stack asks for (Arial's metrics, colour emoji) so the PNG in the docs renders as a user's browser would.
+BROWSER_PACKAGES := chromium fonts-liberation fonts-noto-color-emoji
+browser:
+	dpkg -s $(BROWSER_PACKAGES) >/dev/null 2>&1 || { apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(BROWSER_PACKAGES); }
+
+# The HTML report's viewer, Stryker's mutation-testing-elements, is vendored: nothing is fetched at run time.
+# To move to another version, change REPORT_ELEMENTS and run `make vendor-report` (npm pack checks the tarball's
+# integrity against the registry); tests/verify/test_html_report.py checks the bundle against VERSION's sha256.
+REPORT_ELEMENTS := 3.9.0
+REPORT_VENDOR   := verify/report/vendor
+vendor-report:
+	tmp="$$(mktemp -d)" && trap 'rm -rf "$$tmp"' EXIT && \
+	(cd "$$tmp" && npm pack -q mutation-testing-elements@$(REPORT_ELEMENTS) >/dev/null && tar xzf ./*.tgz) && \
+	mkdir -p $(REPORT_VENDOR) && \
+	cp "$$tmp/package/dist/mutation-test-elements.js" "$$tmp/package/LICENSE" $(REPORT_VENDOR)/ && \
+	printf 'package: mutation-testing-elements\nversion: %s\nfile: mutation-test-elements.js\nsha256: %s\n' \
+		$(REPORT_ELEMENTS) "$$(sha256sum $(REPORT_VENDOR)/mutation-test-elements.js | cut -d' ' -f1)" \
+		> $(REPORT_VENDOR)/VERSION
 
 bench: install
 	$(BIN)/python -m benchmarks.bench

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -24,9 +25,41 @@ LAST_REPORT = Path(".dflash-cache") / "last-report.json"  # relative to the proj
 
 JsonOption = Annotated[Path | None, typer.Option("--json", help="Write the JSON report (dflash-verify/1) here.")]
 JunitOption = Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here (one testcase a mutation).")]
-HtmlOption = Annotated[Path | None, typer.Option("--html", help="Write the offline HTML report here.")]
+HtmlOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--html",
+        help="Write the HTML report here: one offline page, the source with each mutant inline (Stryker's "
+        "viewer), the gates, the mutation x gate matrix.",
+    ),
+]
 StrykerOption = Annotated[
     Path | None, typer.Option("--stryker", help="Write a Stryker mutation-testing-elements JSON report here.")
+]
+CodequalityOption = Annotated[
+    Path | None,
+    typer.Option("--codequality", help="Write GitLab's code-quality JSON here: each survivor on its mutated line."),
+]
+
+
+ANNOTATION_FORMATS = ("github",)  # GitLab reads a file instead: --codequality
+
+
+def _check_annotations(value: str | None) -> str | None:
+    if value is not None and value not in ANNOTATION_FORMATS:
+        raise typer.BadParameter(f"must be one of: {', '.join(ANNOTATION_FORMATS)}")
+    return value
+
+
+AnnotationsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--annotations",
+        metavar="FORMAT",
+        callback=_check_annotations,
+        help="Print review annotations: 'github' prints workflow commands that put each survivor on its "
+        "mutated line of the pull request.",
+    ),
 ]
 FailUnderOption = Annotated[
     float, typer.Option("--fail-under", min=0.0, max=1.0, help="Fail when the score (0..1) is below this.")
@@ -45,6 +78,18 @@ ByOption = Annotated[
         "--by", callback=_check_by, help="Matrix columns: 'file' (gates grouped by file) or 'gate' (one column each)."
     ),
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Outputs:
+    """The reports a command was asked for: files to write (None: not asked) and annotations to print."""
+
+    json: Path | None = None
+    junit: Path | None = None
+    html: Path | None = None
+    stryker: Path | None = None
+    codequality: Path | None = None
+    annotations: str | None = None  # one of ANNOTATION_FORMATS
 
 
 def tool_version() -> str:
@@ -80,31 +125,56 @@ def run_info(
     return RunInfo(tool_version(), commit, str(Path(root).resolve()), dict(settings), wall_s, fail_under)
 
 
+def repository_prefix(root: Path) -> str:
+    """The project's folder inside its git repository ("" at the top or outside git): review annotations name
+    files from the repository root."""
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--show-prefix"], cwd=root, capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
 def write_reports(
-    report: RunReport,
-    details: Mapping[str, Detail],
-    root: Path,
-    info: RunInfo,
-    paths: Sequence[Path | None],
+    report: RunReport, details: Mapping[str, Detail], root: Path, info: RunInfo, outputs: Outputs
 ) -> list[str]:
-    """Write each requested format ((json, junit, html, stryker), None to skip); return the paths written."""
+    """Write each report file asked for; return the paths written."""
+    from verify.report.annotations import write_codequality
     from verify.report.files import write_json
     from verify.report.html import write_html
     from verify.report.junit import write_junit
-    from verify.report.stryker import write_stryker
+    from verify.report.stryker import to_stryker, write_stryker
 
-    json, junit, html, stryker = paths
     written = []
     for path, write in (
-        (json, lambda p: write_json(report, p, details, info)),
-        (junit, lambda p: write_junit(report, p, details, info)),
-        (html, lambda p: write_html(report, p, details, info)),
-        (stryker, lambda p: write_stryker(report, p, details, root, info)),
+        (outputs.json, lambda p: write_json(report, p, details, info)),
+        (outputs.junit, lambda p: write_junit(report, p, details, info)),
+        (outputs.html, lambda p: write_html(report, p, details, info, root=root)),
+        (outputs.stryker, lambda p: write_stryker(report, p, details, root, info)),
+        (
+            outputs.codequality,
+            lambda p: write_codequality(to_stryker(report, details, root, info), p, repository_prefix(root)),
+        ),
     ):
         if path is not None:
             write(path)
             written.append(str(path))
     return written
+
+
+def print_annotations(
+    report: RunReport, details: Mapping[str, Detail], root: Path, info: RunInfo, outputs: Outputs
+) -> None:
+    """The review annotations asked for, on standard output (where a CI step's workflow commands are read)."""
+    if outputs.annotations != "github":
+        return
+    from verify.report.annotations import github_annotations
+    from verify.report.stryker import to_stryker
+
+    for line in github_annotations(to_stryker(report, details, root, info), repository_prefix(root)):
+        typer.echo(line)
 
 
 def save_last_report(
@@ -139,7 +209,7 @@ def finish(
     fail_under: float,
     started: float,
     settings: Mapping[str, Any],
-    paths: Sequence[Path | None],
+    outputs: Outputs,
     by: str,
     save_last: bool = False,
     commit: str | None = None,
@@ -149,7 +219,8 @@ def finish(
     from verify.report.terminal import render_error, render_report
 
     info = run_info(root, settings, round(time.monotonic() - started, 3), fail_under, commit)
-    written = write_reports(report, details, root, info, paths)
+    written = write_reports(report, details, root, info, outputs)
+    print_annotations(report, details, root, info, outputs)
     if save_last:
         save_last_report(report, details, root, info)
     verdict = judge(report, fail_under)

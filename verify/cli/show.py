@@ -8,7 +8,21 @@ from typing import Annotated
 import typer
 
 from verify.cli.mutations import ProjectOption
-from verify.cli.reporting import EXIT_FAILED, EXIT_OK, EXIT_USAGE, LAST_REPORT, ByOption
+from verify.cli.reporting import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    LAST_REPORT,
+    AnnotationsOption,
+    ByOption,
+    CodequalityOption,
+    HtmlOption,
+    JunitOption,
+    Outputs,
+    StrykerOption,
+    print_annotations,
+    write_reports,
+)
 
 __all__ = ["show"]
 
@@ -24,13 +38,19 @@ def show(
         bool, typer.Option("--survivors/--no-survivors", help="List what no gate caught, with diffs.")
     ] = True,
     vacuous: Annotated[bool, typer.Option("--vacuous", help="List the gates no mutation turned red.")] = False,
+    html: HtmlOption = None,
+    junit: JunitOption = None,
+    stryker: StrykerOption = None,
+    codequality: CodequalityOption = None,
+    annotations: AnnotationsOption = None,
     by: ByOption = "file",
     project: ProjectOption = Path("."),
 ) -> None:
     """Show a finished run again: the matrix, what survived (with diffs), the verdict. Runs nothing.
 
     Reads the last run's report from .dflash-cache/ (every `dflash verify` without --no-cache saves it) or
-    a file written with --json. Exits 0 when that run passed, 1 when it failed, 2 without a report.
+    a file written with --json, and can write it again in the other formats (sources are read from --project).
+    Exits 0 when that run passed, 1 when it failed, 2 without a report.
 
     \b
     Examples:
@@ -39,6 +59,7 @@ def show(
       dflash verify show --vacuous
       dflash verify show -m walk-replaced-by-argmax
       dflash verify show --json shard-1.json
+      dflash verify show --html report.html --annotations github
     """
     from verify.report.files import MergeError, read_report
     from verify.report.summary import judge
@@ -60,6 +81,9 @@ def show(
         render_error(str(error))
         raise typer.Exit(EXIT_USAGE) from None
     verdict = judge(report, info.fail_under)
+    outputs = Outputs(junit=junit, html=html, stryker=stryker, codequality=codequality, annotations=annotations)
+    written = write_reports(report, details, Path(project), info, outputs)
+    print_annotations(report, details, Path(project), info, outputs)
     if mutation is not None:
         found = {r.name: r for r in report.mutations}.get(mutation)
         if found is None:
@@ -73,5 +97,5 @@ def show(
     if survivors:
         render_survivors(report, details)
     stamp = f"{path}" + (f" (commit {info.commit[:12]})" if info.commit else "")
-    render_report(report, verdict, info.wall_s, (stamp,), by)
+    render_report(report, verdict, info.wall_s, (stamp, *written), by)
     raise typer.Exit(EXIT_OK if verdict.passed else EXIT_FAILED)

@@ -21,11 +21,14 @@ from verify.cli.reporting import (
     EXIT_HARNESS,
     EXIT_SIGNAL,
     EXIT_USAGE,
+    AnnotationsOption,
     ByOption,
+    CodequalityOption,
     FailUnderOption,
     HtmlOption,
     JsonOption,
     JunitOption,
+    Outputs,
     StrykerOption,
     finish,
     project_commit,
@@ -54,6 +57,7 @@ Examples:
   dflash verify --changed-since origin/main      only what a branch touches
   dflash verify --executor ray --ray-address HOST:6379   on a Ray cluster
   dflash verify --device cuda                    each child on its own GPU
+  dflash verify --annotations github             survivors on their lines of a pull request
   dflash verify show                             the last run again, without running
 
 \b
@@ -94,6 +98,8 @@ def verify(
     junit: JunitOption = None,
     html: HtmlOption = None,
     stryker: StrykerOption = None,
+    codequality: CodequalityOption = None,
+    annotations: AnnotationsOption = None,
     fail_under: FailUnderOption = 0.0,
     mutation: Annotated[
         list[str] | None, typer.Option("--mutation", "-m", metavar="NAME", help="Only this mutation (repeatable).")
@@ -204,10 +210,10 @@ def verify(
         "executor": config.executor,
         "device": config.device,
     }
+    outputs = Outputs(json, junit, html, stryker, codequality, annotations)
     code = finish(
-        report, details, config.root, fail_under, started, settings, (json, junit, html, stryker), by,
-        save_last=not no_cache, commit=commit,
-    )  # fmt: skip
+        report, details, config.root, fail_under, started, settings, outputs, by, save_last=not no_cache, commit=commit
+    )
     raise typer.Exit(code)
 
 
@@ -218,6 +224,8 @@ def merge_reports(
     junit: JunitOption = None,
     html: HtmlOption = None,
     stryker: StrykerOption = None,
+    codequality: CodequalityOption = None,
+    annotations: AnnotationsOption = None,
     fail_under: FailUnderOption = 0.0,
     allow_partial: Annotated[
         bool, typer.Option("--allow-partial", help="Merge even when a shard is missing or was interrupted.")
@@ -233,6 +241,7 @@ def merge_reports(
     \b
     Example:
       dflash verify merge shard-*.json --json all.json --html all.html --junit all.xml
+      dflash verify merge shard-*.json --annotations github --codequality codequality.json
     """
     from verify.report.files import MergeError, merge
     from verify.report.terminal import render_error
@@ -244,5 +253,6 @@ def merge_reports(
         render_error(str(error))
         raise typer.Exit(EXIT_USAGE) from None
     settings = {"merged": [str(f) for f in files], "allow_partial": allow_partial, "fail_under": fail_under}
-    code = finish(report, details, project, fail_under, started, settings, (json, junit, html, stryker), by)
+    outputs = Outputs(json, junit, html, stryker, codequality, annotations)
+    code = finish(report, details, project, fail_under, started, settings, outputs, by)
     raise typer.Exit(code)

@@ -11,7 +11,8 @@ Keys are only ever added to the schema:
      "mutations": [{"name", "status", "killed_by", "ran", "duration_s", "reason", "cached",
                     "attempts", "red_by_check", "red_by_exception",
                     "outcomes": [{"gate_id", "outcome", "duration_s", "exc_type", "message"}],
-                    "bug_class", "file", "diff"}],
+                    "bug_class", "file", "diff", "replacement",
+                    "span": [first_line, first_column, last_line, last_column]}],
      "gates": [{"id", "kills", "vacuous"}], "score": float|null, "detected": float|null, "counts": {status: n},
      "flaky_gates": [{"id", "what"}], "expected_survivors": [{"name", "reason"}], "surprises": [names],
      "harness_errors": [str], "required": [names], "pins": [{"name", "expect_killed_by"}]}
@@ -104,6 +105,8 @@ def to_json(
             entry.update(bug_class=detail.bug_class, file=detail.file, diff=detail.diff)
             if detail.divergence:
                 entry.update(first_divergence=detail.divergence, explanation=detail.explanation)
+            # What a report read back (`verify show`, `merge`) needs to place the mutant in its source again.
+            entry.update(replacement=detail.replacement, span=list(_span(detail)))
         mutations.append(entry)
     return {
         "schema": SCHEMA,
@@ -176,17 +179,7 @@ def read_report(path: Path) -> tuple[RunReport, dict[str, Detail], RunInfo]:
         generated=bool(data.get("generated", False)),
         confinement=str(data.get("confinement", "")),
     )
-    details = {
-        m["name"]: Detail(
-            m["bug_class"],
-            m["file"],
-            m.get("diff", ""),
-            divergence=m.get("first_divergence", ""),
-            explanation=m.get("explanation", ""),
-        )  # fmt: skip
-        for m in data["mutations"]
-        if "file" in m
-    }
+    details = {m["name"]: _detail(m) for m in data["mutations"] if "file" in m}
     verdict = data.get("verdict") or {}
     info = RunInfo(
         tool_version=(data.get("tool") or {}).get("version", ""),
@@ -197,6 +190,17 @@ def read_report(path: Path) -> tuple[RunReport, dict[str, Detail], RunInfo]:
         fail_under=float((data.get("settings") or {}).get("fail_under", 0.0) or 0.0) if verdict else 0.0,
     )
     return report, details, info
+
+
+def _span(detail: Detail) -> tuple[int, int, int, int]:
+    return detail.first_line, detail.first_column, detail.last_line, detail.last_column
+
+
+def _detail(entry: Mapping[str, Any]) -> Detail:
+    span = entry.get("span") or (1, 1, 1, 1)  # reports written before the span was kept
+    detail = Detail(entry["bug_class"], entry["file"], entry.get("diff", ""), entry.get("replacement", ""), *span)
+    explained = {"divergence": entry.get("first_divergence", ""), "explanation": entry.get("explanation", "")}
+    return dataclasses.replace(detail, **explained)
 
 
 def read_json(path: Path) -> tuple[RunReport, dict[str, Detail]]:

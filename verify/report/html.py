@@ -1,32 +1,44 @@
-"""The offline HTML report: a verdict banner, the matrix grouped by gate file, then each mutation in full.
+"""The offline HTML report: one self-contained page with Stryker's viewer, then dflash's mutation x gate matrix.
 
-One self-contained page (inline CSS, no scripts, no external links) to attach to a CI run. The banner's
-verdict, counts and score come from `summary.judge` and the cells from `matrix.build_matrix`, the same code
-the terminal uses. Gate columns are grouped by file so the table fits a page; a cell links to the
-mutation's section, where each gate it ran has a row with its outcome, time and message (the cell's
-target). Every value from the run is escaped. This module only formats records.
+The top is dflash's verdict (the banner, counts, why it fails, vacuous and flaky gates) from `summary.judge`,
+the terminal's own words. Below it, Stryker's `<mutation-test-report-app>` (the vendored
+mutation-testing-elements bundle, `viewer.py`) renders the Stryker JSON that `stryker.to_stryker` builds, the
+very summary `--stryker` writes: each file's source with its mutants inline and their diffs, filters by
+status, the gates as tests with what each killed and covered, and every statusReason. Below that, what the
+viewer has no view for: the matrix of mutations against gate files from `matrix.build_matrix` (a cell links to
+the gate's row under its mutation: outcome, time, message) and a command's own tables.
+
+The bundle and the report are inlined (no file, font or network fetch): the JSON sits in a
+`type="application/json"` script with `<`, `>` and `&` escaped, so no value can close the script, and every
+value in the HTML around it is escaped. The viewer's router owns the URL fragment, so links within dflash's
+sections scroll instead of changing it. This module only formats records.
 """
 
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from verify.report.files import Detail, RunInfo, Table
 from verify.report.matrix import LEGEND, build_matrix
+from verify.report.stryker import to_stryker
 from verify.report.summary import DECLARED, format_score, judge, status_label, status_reason, verdict_line
 from verify.report.verdict import MutationResult, RunReport
+from verify.report.viewer import load_viewer
 
-__all__ = ["render_html", "write_html"]
+__all__ = ["render_html", "script_json", "write_html"]
 
 _STYLE = """
-body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; max-width: 80em; }
+body { margin: 0; color: #222; background: #fff; }
+.dflash { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em auto; padding: 0 1em; max-width: 72em; }
 .banner { padding: .6em 1em; font-size: 1.2em; font-weight: bold; border-radius: 4px; }
 .pass { background: #e8f5e9; color: #1b5e20; border: 2px solid #2e7d32; }
 .fail { background: #ffebee; color: #b71c1c; border: 2px solid #c62828; }
-table { border-collapse: collapse; margin: 1em 0; }
-th, td { border: 1px solid #ddd; padding: 2px 6px; text-align: center; }
+.dflash table { border-collapse: collapse; margin: 1em 0; }
+.dflash th, .dflash td { border: 1px solid #ddd; padding: 2px 6px; text-align: center; }
 th.group { font-weight: normal; font-size: 12px; }
 td.name, td.msg, td.gate { text-align: left; font-family: monospace; } td.name { white-space: nowrap; }
 td.c-A, td.c-R { background: #c62828; } td.c-I { background: #8e0000; } td.c-E { background: #ef6c00; }
@@ -35,8 +47,28 @@ td.cell a { color: #fff; text-decoration: none; display: block; } td.c-dot a, td
 .s-killed, .s-caught { color: #1b5e20; } .s-survived { color: #b00; font-weight: bold; } .s-declared { color: #777; }
 .s-crashed, .s-timeout { color: #e65100; font-weight: bold; } .s-error { color: #6a1b9a; font-weight: bold; }
 .s-stale { color: #6a1b9a; } .s-equivalent, .s-uncovered, .s-skipped { color: #777; }
-pre { background: #f7f7f7; padding: .5em; overflow-x: auto; }
-.warn { color: #b00; } .legend { color: #555; font-size: 12px; }
+.dflash pre { background: #f7f7f7; padding: .5em; overflow-x: auto; }
+.warn { color: #b00; } .legend, .meta { color: #555; font-size: 12px; } nav a { margin-right: 1.5em; }
+body.dark .dflash { color: #ddd; } body.dark .dflash pre { background: #222; } body.dark .dflash a { color: #8ab4f8; }
+body.dark .legend, body.dark .meta { color: #aaa; }
+"""
+
+# Feeds the viewer the inlined report, follows its theme, and keeps dflash's own links from changing the
+# fragment (the viewer routes on it).
+_BOOT = """
+const app = document.querySelector("mutation-test-report-app");
+app.report = JSON.parse(document.getElementById("dflash-stryker").textContent);
+const paint = () => {
+  document.body.style.backgroundColor = app.themeBackgroundColor || "";
+  document.body.classList.toggle("dark", app.theme === "dark");
+};
+app.addEventListener("theme-changed", paint);
+paint();
+document.addEventListener("click", (event) => {
+  const link = event.target.closest && event.target.closest('.dflash a[href^="#"]');
+  const target = link && document.getElementById(decodeURIComponent(link.getAttribute("href").slice(1)));
+  if (target) { event.preventDefault(); target.scrollIntoView(); }
+});
 """
 
 _CSS_SYMBOL = {"-": "dash", ".": "dot"}
@@ -46,8 +78,19 @@ def _e(value: object) -> str:
     return html.escape(str(value))
 
 
+def script_json(data: Any) -> str:
+    """JSON that is safe as the text of a `<script>` element: `<`, `>` and `&` only occur inside JSON strings,
+    where their \\u escapes mean the same, so no `</script>` or `<!--` can appear in the page's markup."""
+    text = json.dumps(data, ensure_ascii=False)
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
 def _anchor(name: str, gate_index: int | None = None) -> str:
     return f"m-{name}" if gate_index is None else f"m-{name}-g{gate_index}"
+
+
+def _css(label: str) -> str:
+    return "declared" if label == DECLARED else label
 
 
 def _matrix(report: RunReport) -> str:
@@ -63,8 +106,7 @@ def _matrix(report: RunReport) -> str:
     )
     rows = []
     for row in matrix.rows:
-        result = by_name[row.name]
-        outcomes = {o.gate_id: o for o in result.outcomes}
+        outcomes = {o.gate_id: o for o in by_name[row.name].outcomes}
         cells = []
         for group, symbol in zip(matrix.groups, row.cells, strict=True):
             if not symbol:
@@ -83,13 +125,8 @@ def _matrix(report: RunReport) -> str:
     return f"<table><tr><th>mutation</th><th>status</th>{headers}</tr>\n" + "\n".join(rows) + "</table>"
 
 
-def _css(label: str) -> str:
-    return "declared" if label == DECLARED else label
-
-
 def _section(report: RunReport, result: MutationResult, detail: Detail | None, index: Mapping[str, int]) -> str:
     name, label = result.name, status_label(report, result)
-    why = status_reason(report, result)
     killers = ", ".join(result.killed_by) or ("not recorded" if result.status.is_detected else "none")
     cached = " (cached)" if result.cached else ""
     gates = "".join(
@@ -99,12 +136,12 @@ def _section(report: RunReport, result: MutationResult, detail: Detail | None, i
         for o in result.outcomes
     )
     head = "<tr><th>gate</th><th>outcome</th><th>time</th><th>message</th></tr>"
-    table = f"<table>{head}{gates}</table>" if gates else ""
     return (
-        f'<h3 id="{_anchor(name)}">{_e(name)} &mdash; <span class="s-{_css(label)}">{_e(label)}</span>'
-        f"{cached}</h3><p>{_e(detail.file if detail else '')}: {_e(detail.bug_class if detail else '')}</p>"
-        f"<p>Killed by: {_e(killers)}. {_e(why)}</p>{table}"
-        f"<pre>{_e(detail.diff if detail else '')}</pre>"
+        f'<h3 id="{_anchor(name)}">{_e(name)} &mdash; <span class="s-{_css(label)}">{_e(label)}</span>{cached}</h3>'
+        f"<p>{_e(detail.file if detail else '')}: {_e(detail.bug_class if detail else '')}</p>"
+        f"<p>Killed by: {_e(killers)}. {_e(status_reason(report, result))}</p>"
+        + (f"<table>{head}{gates}</table>" if gates else "")
+        + f"<pre>{_e(detail.diff if detail else '')}</pre>"
         + (f"<pre>{_e(detail.hint)}</pre>" if detail and detail.hint else "")
     )
 
@@ -116,48 +153,61 @@ def _table(table: Table) -> str:
     return f"<h2>{_e(table.title)}</h2><table><tr>{head}</tr>{rows}</table>{notes}"
 
 
+def _header(report: RunReport, info: RunInfo, viewer_version: str) -> str:
+    verdict = judge(report, info.fail_under)
+    banner = f'<p class="banner {"pass" if verdict.passed else "fail"}">{_e(verdict_line(verdict, info.wall_s))}</p>'
+    counts = "".join(f'<li><span class="s-{_css(s)}">{_e(s)}</span>: {n}</li>' for s, n in verdict.counts)
+    reasons = (*verdict.failures, *(f"harness error: {e}" for e in report.harness_errors))
+    failures = "".join(f"<li>{_e(reason)}</li>" for reason in reasons)
+    warning = ""
+    if vacuous := report.vacuous_gates:
+        items = "".join(f"<li>{_e(g)}</li>" for g in vacuous)
+        warning += f'<p class="warn">{len(vacuous)} vacuous gates (no mutant turned them red):</p><ul>{items}</ul>'
+    if flaky := "".join(f"<li>{_e(g)}: {_e(what)} (its kills are not counted)</li>" for g, what in report.flaky_gates):
+        warning += f'<p class="warn">Flaky gates:</p><ul>{flaky}</ul>'
+    if news := "".join(f"<li>{_e(n)}: declared to survive, a gate now catches it</li>" for n in report.surprises):
+        warning += f"<p>News:</p><ul>{news}</ul>"
+    meta = (
+        f"dflash-verify {_e(info.tool_version or '?')}, commit {_e(info.commit or 'unknown')}, "
+        f"{len(report.baseline.gate_ids)} gates, score {format_score(verdict.score)}, "
+        f"detected {format_score(report.detected)}, harness self-check {_e(report.self_check or 'n/a')}; "
+        f"viewer: mutation-testing-elements {_e(viewer_version)}"
+    )
+    nav = '<nav><a href="#dflash-viewer">Source and gates</a><a href="#dflash-matrix">Mutation &times; gate</a>'
+    nav += '<a href="#dflash-mutations">Every mutation</a></nav>'
+    return (
+        f'<header class="dflash"><h1>{_e(info.title)}</h1>{banner}<p class="meta">{meta}</p><ul>{counts}</ul>'
+        f"{f'<p>Why it fails:</p><ul>{failures}</ul>' if failures else ''}{warning}{nav}</header>"
+    )
+
+
 def render_html(
     report: RunReport,
     details: Mapping[str, Detail] | None = None,
     info: RunInfo | None = None,
     tables: Sequence[Table] = (),
+    root: Path | None = None,
 ) -> str:
-    """The page; `tables` (a command's own counts, e.g. by source function) go between the verdict and the matrix."""
+    """The page; `root` (default: the run's project root) is where the viewer's sources are read; `tables` (a
+    command's own counts, e.g. by source function) go above the matrix."""
     details, info = details or {}, info or RunInfo()
-    verdict = judge(report, info.fail_under)
+    viewer = load_viewer()
+    stryker = to_stryker(report, details, Path(info.root) if root is None else root, info)
     index = {gate_id: i for i, gate_id in enumerate(report.baseline.gate_ids)}
-    banner = f'<p class="banner {"pass" if verdict.passed else "fail"}">{_e(verdict_line(verdict, info.wall_s))}</p>'
-    counts = "".join(f'<li><span class="s-{_css(s)}">{_e(s)}</span>: {n}</li>' for s, n in verdict.counts)
-    reasons = (*verdict.failures, *(f"harness error: {e}" for e in report.harness_errors))
-    failures = "".join(f"<li>{_e(reason)}</li>" for reason in reasons)
-    vacuous = report.vacuous_gates
-    warning = (
-        f'<p class="warn">{len(vacuous)} vacuous gates (no mutant turned them red):</p>'
-        f"<ul>{''.join(f'<li>{_e(g)}</li>' for g in vacuous)}</ul>"
-        if vacuous
-        else ""
-    )
-    meta = (
-        f"dflash-verify {_e(info.tool_version or '?')}, commit {_e(info.commit or 'unknown')}, "
-        f"{len(report.baseline.gate_ids)} gates, score {format_score(verdict.score)}, "
-        f"detected {format_score(report.detected)}, harness self-check {_e(report.self_check or 'n/a')}"
-    )
-    flaky = "".join(f"<li>{_e(g)}: {_e(what)} (its kills are not counted)</li>" for g, what in report.flaky_gates)
-    if flaky:
-        warning += f'<p class="warn">Flaky gates:</p><ul>{flaky}</ul>'
-    news = "".join(f"<li>{_e(n)}: declared to survive, a gate now catches it</li>" for n in report.surprises)
-    if news:
-        warning += f"<p>News:</p><ul>{news}</ul>"
-    sections = "".join(_section(report, r, details.get(r.name), index) for r in report.mutations)
     matrix = ""
     if any(r.outcomes for r in report.mutations):  # none in an operator sweep: its tool records no per-gate outcome
         matrix = f'<h2>Mutation &times; gate file</h2><p class="legend">{_e(LEGEND)}</p>{_matrix(report)}'
+    sections = "".join(_section(report, r, details.get(r.name), index) for r in report.mutations)
     return (
-        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{_e(info.title)}</title>'
-        f"<style>{_STYLE}</style></head><body><h1>{_e(info.title)}</h1>{banner}<p>{meta}</p>"
-        f"<ul>{counts}</ul>{f'<p>Why it fails:</p><ul>{failures}</ul>' if failures else ''}"
-        + "".join(_table(table) for table in tables)
-        + f"{matrix}{warning}<h2>Mutations</h2>{sections}</body></html>\n"
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{_e(info.title)}</title>'
+        f"<style>{_STYLE}</style></head><body>{_header(report, info, viewer.version)}"
+        f'<main><mutation-test-report-app id="dflash-viewer" title-postfix="{_e(info.title)}">'
+        f"</mutation-test-report-app>"
+        f'<section class="dflash" id="dflash-matrix">{"".join(_table(t) for t in tables)}{matrix}</section>'
+        f'<section class="dflash" id="dflash-mutations"><h2>Mutations</h2>{sections}</section></main>\n'
+        f'<script type="application/json" id="dflash-stryker">{script_json(stryker)}</script>\n'
+        f"<script>{viewer.script}</script>\n<script>{_BOOT}</script>\n</body></html>\n"
     )
 
 
@@ -167,5 +217,6 @@ def write_html(
     details: Mapping[str, Detail] | None = None,
     info: RunInfo | None = None,
     tables: Sequence[Table] = (),
+    root: Path | None = None,
 ) -> None:
-    Path(path).write_text(render_html(report, details, info, tables), encoding="utf-8")
+    Path(path).write_text(render_html(report, details, info, tables, root), encoding="utf-8")
