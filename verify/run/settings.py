@@ -13,10 +13,11 @@ import pkgutil
 import sys
 import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
+from typing import Any
 
 from verify.mutation import Mutation, MutationError, all_mutations, reset_registry
-from verify.run.layout import imported_names, module_name, resolves_inside
+from verify.run.layout import mutation_file_problem, namespace_root_problem, resolves_inside
 
 __all__ = ["ConfigError", "ProjectConfig", "check_mutation_files", "load_config", "load_mutations", "project_files"]
 
@@ -33,26 +34,57 @@ def _default_preload() -> tuple[str, ...]:
     return ("torch",) if importlib.util.find_spec("torch") is not None else ()
 
 
+def _key(default: object, doc: str) -> Any:
+    """A `[tool.dflash]` key: its default (a callable makes a fresh one) and the docs sentence shown for it."""
+    if callable(default):
+        return field(default_factory=default, metadata={"doc": doc})
+    return field(default=default, metadata={"doc": doc})
+
+
 @dataclass(frozen=True, slots=True)
 class ProjectConfig:
+    """The `[tool.dflash]` table. Every field but `root` is a key; its `metadata["doc"]` is its user docs."""
+
     root: Path
-    mutation_modules: tuple[str, ...] = ("mutations",)
-    gates: tuple[str, ...] = ("tests/gates",)
-    gate_marker: str = "gate"  # pytest marker expression that selects the gates under `gates`
-    source_roots: tuple[str, ...] = ("runner",)
-    jobs: int = 0  # 0: one child per CPU
-    timeout_factor: float = 10.0  # a mutant may take this many times the baseline of the gates it runs
-    timeout_min_s: float = 10.0
-    baseline_timeout_s: float = 1800.0
-    preload: tuple[str, ...] = field(default_factory=_default_preload)
-    required: tuple[str, ...] | None = None  # None: every mutation is required to be killed
-    # Exception types that are the project's own named checks (dotted "module.Class", or a bare class name):
-    # a gate red by one of these (or a subclass) "caught" the bug rather than crashed on it.
-    invariant_errors: tuple[str, ...] = ("runner.errors.RunnerError",)
-    # Pristine re-runs, after the mutations, of every gate that turned red: a gate red on the unmutated tree
-    # in any of them is flaky and its kills do not count. Three in a row catch any gate that fails one run in
-    # three or more often; one failing at random with probability p escapes with (1 - p) ** 3.
-    flake_reruns: int = 3
+    mutation_modules: tuple[str, ...] = _key(
+        ("mutations",),
+        "Required: your catalog modules (a package means all its submodules). A module outside your project, "
+        "one that fails to import or one that registers nothing is exit 2.",
+    )
+    gates: tuple[str, ...] = _key(("tests/gates",), "The paths (folders or files) that hold the gates.")
+    gate_marker: str = _key(
+        "gate", "The pytest marker expression that selects the gates under `gates`; when nothing is selected the "
+        "error names both.",
+    )  # fmt: skip
+    source_roots: tuple[str, ...] = _key(
+        ("runner",), 'What the gates import: `["src"]` in a src/ layout, `["mypkg"]` flat, `["engine.py"]`, or '
+        "several; namespace packages work. A mutated file outside them is exit 2.",
+    )  # fmt: skip
+    jobs: int = _key(0, "Children run in parallel; 0 means one per CPU.")
+    timeout_factor: float = _key(
+        10.0, "A mutant's budget is this many times the baseline time of the gates it runs (at least "
+        "timeout_min_s), stretched by the machine's measured load.",
+    )  # fmt: skip
+    timeout_min_s: float = _key(10.0, "The least budget, in seconds, a mutant's gates get.")
+    baseline_timeout_s: float = _key(1800.0, "The budget, in seconds, of the unmutated baseline run of the gates.")
+    preload: tuple[str, ...] = _key(
+        _default_preload,
+        'Modules the warm parent imports once before forking, e.g. `["torch", "transformers.models.qwen3"]`.',
+    )
+    required: tuple[str, ...] | None = _key(
+        None, "The mutations that must be killed or caught for exit 0; default: every registered mutation."
+    )
+    invariant_errors: tuple[str, ...] = _key(
+        ("runner.errors.RunnerError",),
+        'Your engine\'s named check exceptions (`"mypkg.errors.InvariantError"`, or a bare class name): a gate red '
+        "by one of them, or a subclass, caught the bug (status `caught`).",
+    )
+    # Three in a row catch any gate that fails one run in three or more; one failing at random with
+    # probability p escapes with (1 - p) ** 3.
+    flake_reruns: int = _key(
+        3, "Re-runs, in a row on the unmutated tree, of every gate that turned red: one red there is flaky and "
+        "its kills do not count.",
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
         for name in ("mutation_modules", "gates", "source_roots", "preload", "invariant_errors"):
@@ -211,44 +243,14 @@ def _import_catalog(config: ProjectConfig, name: str) -> int:
     return added
 
 
-def _check_namespace_roots(config: ProjectConfig) -> None:
-    """A source root folder without __init__.py is a folder of import roots (`src`); if the gates import it by
-    its own name, it is a namespace package and its modules would be imported past the import hook."""
-    gate_files = [f for rel in config.gates for f in ([config.root / rel] if rel.endswith(".py") else
-                  sorted((config.root / rel).rglob("*.py")))]  # fmt: skip
-    imported = imported_names(gate_files)
-    for rel in config.source_roots:
-        path = config.root / rel
-        if path.is_dir() and not (path / "__init__.py").is_file() and path.name in imported:
-            raise ConfigError(
-                f"[tool.dflash] source_roots names {rel!r}, a folder without __init__.py that the gates import as "
-                f"`{path.name}`: add {rel}/__init__.py, or name the folder that holds it "
-                f"(source_roots = [{str(Path(rel).parent.as_posix())!r}] with the package alone in it)"
-            )
-
-
 def check_mutation_files(config: ProjectConfig, mutations: dict[str, Mutation]) -> None:
     """Every mutated file lies under a source root and imports, from the private copy, under a name the
     import hook serves; otherwise its mutant could never reach a gate and every verdict would be a survival."""
-    packages = set(config.source_packages)
-    roots = ", ".join(config.source_roots)
-    _check_namespace_roots(config)
-    for mutation in mutations.values():
-        file = PurePosixPath(mutation.file)
-        if not any(file == PurePosixPath(r) or file.is_relative_to(PurePosixPath(r)) for r in config.source_roots):
-            raise ConfigError(
-                f"mutation {mutation.name!r} mutates {mutation.file}, outside [tool.dflash] source_roots ({roots}): "
-                "only files under the source roots are copied and served to the gates"
-            )
-        if not (config.root / mutation.file).is_file():
-            continue  # stale: the run reports it
-        name = module_name(mutation.file, config.root, config.import_paths)
-        if name is None or name.partition(".")[0] not in packages:
-            raise ConfigError(
-                f"mutation {mutation.name!r}: {mutation.file} does not import from the source roots ({roots}) as a "
-                f"module of {', '.join(sorted(packages)) or 'any package'}: name the folder that holds your "
-                "top-level packages (`src` in a src/ layout) or the package itself in source_roots"
-            )
+    problem = namespace_root_problem(config.root, config.gates, config.source_roots) or next(
+        filter(None, (mutation_file_problem(config, m.name, m.file) for m in mutations.values())), None
+    )
+    if problem:
+        raise ConfigError(problem)
 
 
 def load_mutations(config: ProjectConfig) -> dict[str, Mutation]:
