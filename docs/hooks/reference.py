@@ -71,6 +71,7 @@ def config_keys() -> str:
             raise RuntimeError(f"ProjectConfig.{field.name} has no metadata['doc'] for the configuration reference")
         if doc.startswith("Required: "):
             default, doc = "(required)", doc.removeprefix("Required: ")
+            doc = doc[:1].upper() + doc[1:]
         elif field.default_factory is not dataclasses.MISSING:
             default = f"`{_toml(field.default_factory())}` here"
         else:

@@ -44,7 +44,7 @@ def test_the_configuration_table_is_exactly_the_keys_load_config_accepts() -> No
     assert rows == [f.name for f in dataclasses.fields(settings.ProjectConfig) if f.name != "root"]
     for field in dataclasses.fields(settings.ProjectConfig):
         if field.name != "root":
-            assert field.metadata["doc"].removeprefix("Required: ") in table
+            assert field.metadata["doc"].removeprefix("Required: ")[1:] in table
 
 
 def test_a_key_without_a_doc_sentence_fails_the_build(monkeypatch: pytest.MonkeyPatch) -> None:
