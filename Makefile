@@ -17,7 +17,7 @@ PIP_INSTALL := $(BIN)/pip install -q -c $(CONSTRAINTS)
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PY) -m venv $(VENV)
-	$(PIP_INSTALL) -e '.[dev]'
+	$(PIP_INSTALL) -e '.[dev,ray]'
 	touch $@
 
 # The upstream reference (PyPI dflash==0.1.0) is an oracle for tests and the benchmark. It is

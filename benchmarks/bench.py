@@ -1,5 +1,7 @@
 """`make bench`: the runner's speed on the shipped fixture, against the reference, and the verify tool's speed
-against one baseline run of its gates and against the naive way at equal parallelism (benchmarks/verify_bench.py).
+against one baseline run of its gates and against the naive way at equal parallelism (benchmarks/verify_bench.py),
+and the Ray executor on a local two-node cluster against the fork executor (benchmarks/ray_bench.py), and what
+confining each child costs (benchmarks/confine_bench.py).
 Everything is measured in one run and printed as a table plus JSON (reports/bench.json).
 """
 
@@ -16,6 +18,8 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.confine_bench import bench_confinement
+from benchmarks.ray_bench import bench_ray
 from benchmarks.verify_bench import bench_verify
 from runner import Engine, EngineConfig, SamplingParams
 from verify.fixtures.catalog import FIXTURES_ROOT, read_manifest
@@ -160,7 +164,13 @@ def bench_startup(runs: int = 5) -> dict:
 
 def main() -> None:
     torch.set_num_threads(1)
-    figures = {"startup": bench_startup(), "runner": bench_runner(), "verify": bench_verify()}
+    figures = {
+        "startup": bench_startup(),
+        "runner": bench_runner(),
+        "verify": bench_verify(),
+        "confinement": bench_confinement(),
+        "ray": bench_ray(),
+    }
     Path(ROOT / "reports").mkdir(exist_ok=True)
     (ROOT / "reports" / "bench.json").write_text(json.dumps(figures, indent=2) + "\n")
     for section, values in figures.items():

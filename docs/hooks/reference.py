@@ -55,6 +55,9 @@ def _cell(text: str) -> str:
 
 
 def _toml(value: object) -> str:
+    """A default as TOML shows it: lists, strings, numbers, and a record (job_resources) as an inline table."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in dataclasses.asdict(value).items()) + "}"
     return json.dumps(list(value) if isinstance(value, tuple) else value)
 
 
@@ -73,7 +76,7 @@ def config_keys() -> str:
             default, doc = "(required)", doc.removeprefix("Required: ")
             doc = doc[:1].upper() + doc[1:]
         elif field.default_factory is not dataclasses.MISSING:
-            default = f"`{_toml(field.default_factory())}` here"
+            default = f"`{_toml(field.default_factory())}`"
         else:
             default = "(not set)" if field.default is None else f"`{_toml(field.default)}`"
         rows.append(f"| `{field.name}` | {default} | {_cell(doc)} |")

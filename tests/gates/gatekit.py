@@ -8,6 +8,7 @@ the first test only, and a mutant would then be checked against that one test.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -33,6 +34,10 @@ STRIDE2 = FIXTURES / "stride-dflash2"
 FIXTURE = STRIDE
 FIXTURE2 = STRIDE2  # the DFlash2 pair: conv layers and the candidate walk
 MAX_TOKENS = 24
+# The one place the gates choose their device: `dflash verify --device cuda` sets DFLASH_DEVICE in each child
+# (with its own CUDA_VISIBLE_DEVICES), so a user's GPU path is what the gates exercise. Tensors a gate builds
+# to drive an engine follow `engine.device`; its dense oracles stay on the CPU and compare after `.cpu()`.
+DEVICE = os.environ.get("DFLASH_DEVICE", "cpu")
 
 
 def make_engine(draft: bool = True, fixture: Path = FIXTURE, **config: object) -> Engine:
@@ -40,6 +45,7 @@ def make_engine(draft: bool = True, fixture: Path = FIXTURE, **config: object) -
     return Engine.from_pretrained(
         fixture / "target",
         fixture / "draft" if draft else None,
+        device=DEVICE,
         config=EngineConfig(**options),  # type: ignore[arg-type]
     )
 
@@ -99,22 +105,23 @@ def redraft_logits(
     block logits [1, B-1, V]), the arm a perturbed store would give."""
     draft = engine.draft
     assert draft is not None
+    dev = engine.device
     out = []
     with torch.inference_mode():
-        _, taps = full_forward(engine.target, torch.tensor([list(ids)]), draft.config.target_layer_ids)
+        _, taps = full_forward(engine.target, torch.tensor([list(ids)], device=dev), draft.config.target_layer_ids)
         assert taps is not None
         for r in records:
             L, size = r.committed_len, r.positions[1] - r.positions[0] + 1
             features, positions = context(taps[0], L, r.store_len_before)
-            block_ids = torch.full((1, size), draft.config.mask_token_id)
+            block_ids = torch.full((1, size), draft.config.mask_token_id, device=dev)
             block_ids[0, 0] = ids[L]
             inputs = DraftInputs(
                 features[None],
-                positions[None],
-                torch.ones(1, positions.numel(), dtype=torch.bool),
+                positions.to(dev)[None],
+                torch.ones(1, positions.numel(), dtype=torch.bool, device=dev),
                 block_ids,
-                L + torch.arange(size)[None],
-                torch.ones(1, size, dtype=torch.bool),
+                L + torch.arange(size, device=dev)[None],
+                torch.ones(1, size, dtype=torch.bool, device=dev),
             )
             hidden = draft(inputs, engine.target.model.embed_tokens, None)[:, 1:]
             out.append((hidden, draft.logits(hidden, engine.target.lm_head)))
@@ -133,7 +140,7 @@ def redraft(
             path = logits.argmax(-1)
         else:
             with torch.inference_mode():
-                anchors = torch.tensor([ids[r.committed_len]])
+                anchors = torch.tensor([ids[r.committed_len]], device=engine.device)
                 path, _, _ = draft.candidate_selector.walk(hidden, logits, anchors, [0.0], [None])
         blocks.append(tuple(path[0].tolist()))
     return blocks

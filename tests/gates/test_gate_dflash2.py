@@ -49,7 +49,7 @@ def replayed(prompts2: list[list[int]]):
             for row, rid in enumerate(owner):
                 L, size = int(inputs.block_positions[row, 0]), int(inputs.block_valid[row].sum())
                 ref_hidden, ref_logits = draft_block(dc, tc, full[rid][:L], full[rid][L], size)
-                diff = (logits[row, : size - 1] - ref_logits).abs().max().item()
+                diff = (logits[row, : size - 1].cpu() - ref_logits).abs().max().item()
                 ours = next(traced[rid]).drafted_ids
                 rows.append(
                     (
@@ -103,7 +103,7 @@ def test_sampled_dflash2_rejects_with_the_walks_q(prompts2: list[list[int]], mon
     for drafted, q, candidates in seen:
         assert candidates is not None, "no candidates passed: q is not the walk's distribution"
         assert q.shape == candidates.shape == (len(drafted), top_k)
-        assert torch.allclose(q.sum(-1), torch.ones(len(drafted)), atol=1e-5)
+        assert torch.allclose(q.sum(-1).cpu(), torch.ones(len(drafted)), atol=1e-5)
         for token, row_q, row_c in zip(drafted, q, candidates, strict=True):
             assert token in row_c.tolist() and float(row_q[row_c.tolist().index(token)]) > 0
 
@@ -165,7 +165,7 @@ def test_sampled_dflash2_q_is_the_walks_tempered_distribution(
     for rid, prefix, drafted, p, q, candidates in calls:
         L = len(prefix) - 1
         logits, _ = target_forward(tc, prefix + drafted)
-        diff = (p.float() - filtered_probs(logits[L:], temperature)).abs().max().item()
+        diff = (p.float().cpu() - filtered_probs(logits[L:], temperature)).abs().max().item()
         assert diff <= 2e-5, f"request {rid} at L={L}: p differs from the target's at T={temperature} by {diff:.2e}"
         if not drafted:
             continue

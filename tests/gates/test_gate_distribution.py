@@ -61,7 +61,7 @@ def test_rule_gets_the_tempered_filtered_p_and_q(checkpoints, monkeypatch, tempe
         logits, _ = target_forward(target_ck, prefix + drafted)
         want_p = filtered_probs(logits[L:], temperature, top_p, top_k)
         assert p.shape == want_p.shape, f"request {rid} at L={L}: p has shape {tuple(p.shape)}"
-        diff = (p.float() - want_p).abs().max().item()
+        diff = (p.float().cpu() - want_p).abs().max().item()
         assert diff <= PROB_ATOL, (
             f"request {rid} at L={L}: p differs from the target's {temperature=} {top_p=} {top_k=} "
             f"distribution by {diff:.2e}"
@@ -73,7 +73,7 @@ def test_rule_gets_the_tempered_filtered_p_and_q(checkpoints, monkeypatch, tempe
         want_q = filtered_probs(
             draft_block_logits(draft_ck, target_ck, prefix[:L], prefix[L], len(drafted) + 1), temperature, top_p, top_k
         )
-        diff = (q.float() - want_q).abs().max().item()
+        diff = (q.float().cpu() - want_q).abs().max().item()
         assert diff <= PROB_ATOL, (
             f"request {rid} at L={L}: q differs from the draft's own {temperature=} {top_p=} {top_k=} "
             f"distribution by {diff:.2e}"

@@ -100,7 +100,9 @@ def test_paged_engine_drafts_from_its_paged_store(prompts: list[list[int]]) -> N
             stored = int(rows.store_lens[row])
             if stored == 0:
                 continue
-            slots = store.slots(rows.draft_block_table[row : row + 1], torch.arange(stored)[None])[0]
+            slots = store.slots(
+                rows.draft_block_table[row : row + 1], torch.arange(stored, device=engine.device)[None]
+            )[0]
             for layer in range(store.k.shape[0]):
                 for name, cache in (("K", store.k), ("V", store.v)):
                     written = cache[layer].index_select(0, slots).flatten(1).abs().amax(1) > 0

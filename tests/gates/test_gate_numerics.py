@@ -73,7 +73,7 @@ def compare_draft_logits(prompts: list[list[int]], target_ck: Checkpoint, draft_
             L = int(inputs.block_positions[row, 0])
             size = int(inputs.block_valid[row].sum())
             expected = draft_block_logits(draft_ck, target_ck, full[rid][:L], full[rid][L], size)
-            diff = (logits[row, : size - 1].float() - expected).abs().max().item()
+            diff = (logits[row, : size - 1].float().cpu() - expected).abs().max().item()
             assert diff <= ATOL, (
                 f"request {rid}: draft block logits at L={L} differ from the dense reference by {diff:.2e}"
             )
@@ -94,7 +94,7 @@ def test_target_logits_match_dense_reference(prompts: list[list[int]], checkpoin
             prefill = logits.shape[1] == 1  # prefill keeps only the last position's logits
             got = logits[row, :1] if prefill else logits[row, :n]
             want = ref[start + n - 1 : start + n] if prefill else ref[start : start + n]
-            diff = (got.float() - want).abs().max().item()
+            diff = (got.float().cpu() - want).abs().max().item()
             assert diff <= ATOL, f"request {rid}: target logits at {start}..{start + n - 1} differ by {diff:.2e}"
             compared += 1
     assert compared >= 10
@@ -122,7 +122,7 @@ def test_pending_context_is_the_committed_tokens_features(prompts: list[list[int
             assert pending.shape == want.shape, (
                 f"request {request.request_id}: pending context {tuple(pending.shape)} at {positions.tolist()}"
             )
-            diff = (pending.float() - want).abs().max().item()
+            diff = (pending.float().cpu() - want).abs().max().item()
             assert diff <= ATOL, (
                 f"request {request.request_id}: pending features at {positions.tolist()} differ from the committed "
                 f"tokens' by {diff:.2e}"

@@ -150,7 +150,9 @@ def test_rows_sharing_recent_tokens_draft_apart(copy_prompts: list[list[int]]) -
 def features(engine, ids: list[int]) -> torch.Tensor:
     """The tapped target features of a whole sequence: [T, F]."""
     with torch.inference_mode():
-        return full_forward(engine.target, torch.tensor([ids]), engine.draft.config.target_layer_ids)[1][0]
+        return full_forward(
+            engine.target, torch.tensor([ids], device=engine.device), engine.draft.config.target_layer_ids
+        )[1][0]
 
 
 LOGITS_ATOL = 1e-4

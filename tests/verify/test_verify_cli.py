@@ -77,6 +77,19 @@ def test_exit_3_on_a_red_baseline_naming_the_gate(toy_copy, cli) -> None:
     assert "test_mul is red (assertion) on unmutated code (AssertionError: assert 12 == 13)" in output
 
 
+def test_exit_3_names_pytest_refusing_the_baseline_not_an_empty_selection(toy_copy, cli) -> None:
+    """A pytest that cannot start (here an option no plugin defines; on a GPU image, a plugin of its own) is
+    named with pytest's own words, not misread as "no gate selected"."""
+    root = toy_copy()
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('addopts = "--strict-markers -q"', 'addopts = "--no-such-opt"'))
+    result = cli("--project", str(root), "--no-cache")
+    assert result.exit_code == 3, result.output
+    output = " ".join(result.output.split())
+    assert "pytest could not run the gates: " in output and "usage error (exit 4)" in output, output
+    assert "--no-such-opt" in output and "no gate selected" not in output, output
+
+
 _GATE = "import os\nimport pathlib\nimport time\n\nimport pytest\n\nfrom toy import arith\n\n\n@pytest.mark.gate\n"
 
 # Gates that no verdict may rest on, each with what the baseline's re-runs must name. {marker}: a path
@@ -109,8 +122,12 @@ BASELINE_FAILURES = {
 def test_exit_3_names_why_a_baseline_gate_cannot_judge_mutants(toy_copy, cli, tmp_path, case: str) -> None:
     root = toy_copy()
     files, message = BASELINE_FAILURES[case]
+    shared = tmp_path / "shared"  # outside the project, declared writable: children may write nothing else there
+    shared.mkdir()
+    with (root / "pyproject.toml").open("a") as pyproject:
+        pyproject.write(f"writable = [{str(shared)!r}]\n")
     for name, body in files.items():
-        (root / "tests" / "gates" / name).write_text(_GATE + body.replace("{marker!r}", repr(str(tmp_path / "m"))))
+        (root / "tests" / "gates" / name).write_text(_GATE + body.replace("{marker!r}", repr(str(shared / "m"))))
     result = cli("--project", str(root), "--no-cache", *KILLED_ONLY)
     assert result.exit_code == 3, result.output
     assert message in " ".join(result.output.split())

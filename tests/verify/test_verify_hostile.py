@@ -132,6 +132,10 @@ EXPECTED = {
 def _write_project(
     root: Path, names: list[str], *, flaky: bool = False, jobs: int = 2, gate_sleep: float = 0, draws: bool = False
 ) -> Path:
+    # The flaky and random gates keep their counters in a folder beside the project, declared writable: a
+    # confined child may write nothing else outside its own copy.
+    shared = root.parent / "shared"
+    shared.mkdir(exist_ok=True)
     (root / "hostile").mkdir(parents=True)
     (root / "hostile" / "__init__.py").write_text("")
     (root / "hostile" / "core.py").write_text(CORE)
@@ -160,6 +164,7 @@ def _write_project(
         f"jobs = {jobs}\ntimeout_factor = 5.0\ntimeout_min_s = 3.0\nflake_reruns = 3\n"
         f"preload = {['numpy.random'] if draws else []}\n"
         'invariant_errors = ["hostile.core.InvariantBroken"]\n'
+        f"writable = [{str(shared)!r}]\n"
     )
     return root
 
@@ -199,7 +204,7 @@ def test_hostile_mutants_get_honest_verdicts_and_cannot_touch_each_other(tmp_pat
 
 
 def test_a_gate_failing_one_run_in_three_is_flaky_and_its_kills_do_not_count(tmp_path, cli, monkeypatch) -> None:
-    monkeypatch.setenv("HOSTILE_COUNTER", str(tmp_path / "counter"))
+    monkeypatch.setenv("HOSTILE_COUNTER", str(tmp_path / "shared" / "counter"))
     root = _write_project(tmp_path / "p", ["changes-nothing", "assertion-kill"], flaky=True, jobs=1)
     result = cli("--project", str(root), "--json", str(tmp_path / "r.json"))
     report = read_json(tmp_path / "r.json")[0]
@@ -225,7 +230,7 @@ def test_first_kill_by_a_flaky_gate_runs_the_mutant_on_past_it(tmp_path, cli, mo
     # fastest gate reaching `assertion-kill`, so first-kill mode stops that mutant at its red; the flake check
     # then finds it flaky. Judged on the gates before it alone, the mutant would "survive"; it must run on and
     # die to test_add.
-    monkeypatch.setenv("HOSTILE_COUNTER", str(tmp_path / "counter"))
+    monkeypatch.setenv("HOSTILE_COUNTER", str(tmp_path / "shared" / "counter"))
     root = _write_project(tmp_path / "p", ["assertion-kill"], flaky=True, jobs=1, gate_sleep=0.3)
     gate = root / "tests" / "gates" / "test_flaky.py"
     gate.write_text(gate.read_text().replace("count < 2 or count % 3 != 2", "count % 2 == 0"))
@@ -242,10 +247,10 @@ def test_every_child_draws_fresh_random_numbers_as_a_fresh_process_would(tmp_pat
     # The parent has imported (and so seeded) numpy's global generator before forking. A child that kept the
     # parent's state would draw the same number as every other child, so a gate failing by chance would fail
     # in all of them or in none: invisible to the flake check, or a kill that is only the draw.
-    monkeypatch.setenv("HOSTILE_DRAWS", str(tmp_path / "draws"))
+    monkeypatch.setenv("HOSTILE_DRAWS", str(tmp_path / "shared" / "draws"))
     root = _write_project(tmp_path / "p", ["changes-nothing", "assertion-kill"], jobs=1, draws=True)
     result = cli("--project", str(root), "--all-gates")
-    draws = (tmp_path / "draws").read_text().split()
+    draws = (tmp_path / "shared" / "draws").read_text().split()
     # The baseline's, one per mutant, and the flake check's three re-runs (assertion-kill turns it red too).
     assert len(draws) == 6, result.output
     assert len(set(draws)) == len(draws), draws

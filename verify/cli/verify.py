@@ -51,6 +51,8 @@ Examples:
   dflash verify --jobs 2 --html report.html --json report.json
   dflash verify --shard 1/4 --json shard-1.json  one CI shard; then `dflash verify merge`
   dflash verify --changed-since origin/main      only what a branch touches
+  dflash verify --executor ray --ray-address HOST:6379   on a Ray cluster
+  dflash verify --device cuda                    each child on its own GPU
   dflash verify show                             the last run again, without running
 
 \b
@@ -100,24 +102,51 @@ def verify(
     ] = False,
     by: ByOption = "file",
     project: ProjectOption = Path("."),
+    executor: Annotated[
+        str | None,
+        typer.Option(
+            "--executor",
+            metavar="fork|ray",
+            help="Where children run: fork (this machine) or ray (a Ray cluster; needs "
+            "pip install 'dflash-verify[ray]'). Default: [tool.dflash] executor, else fork.",
+        ),
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address",
+            metavar="ADDR",
+            help="The Ray cluster for --executor ray (default: RAY_ADDRESS, else a local cluster for the run).",
+        ),
+    ] = None,
+    device: Annotated[
+        str | None,
+        typer.Option(
+            "--device",
+            metavar="cpu|cuda",
+            help="The device the gates build their engines on; cuda gives each forked child its own GPU and "
+            "--jobs defaults to the number of GPUs. Default: [tool.dflash] device, else cpu.",
+        ),
+    ] = None,
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
     from verify.mutation import MutationError
     from verify.report.files import write_json
     from verify.report.progress import PhaseProgress
-    from verify.report.terminal import render_error
+    from verify.report.terminal import render_confinement, render_error
     from verify.report.verdict import RunReport
     from verify.run.apply import details_for
     from verify.run.cache import ChangedSinceError, ResultCache
+    from verify.run.confine import probe
     from verify.run.executor import interrupt_signal
     from verify.run.phases import BaselineError, HarnessError, RunOptions, SelectionError, Shard, run_verify
-    from verify.run.settings import ConfigError, load_config, load_mutations
+    from verify.run.settings import ConfigError, load_config, load_mutations, with_overrides
 
     started = time.monotonic()
     commit = project_commit(project)  # the tree the run starts from, not the one it ends on
     try:
-        config = load_config(project)
+        config = with_overrides(load_config(project), executor=executor, device=device)
         if clear_cache:
             ResultCache(config.root).clear()
         mutations = load_mutations(config)
@@ -129,6 +158,8 @@ def verify(
             names=tuple(mutation or ()),
             use_cache=not no_cache,
             first_kill=first_kill,
+            ray_address=ray_address,
+            outputs=tuple(path for path in (json, junit, html, stryker) if path is not None),
         )
 
         def partial(report: RunReport) -> None:
@@ -138,6 +169,8 @@ def verify(
             if json is not None:
                 write_json(report, json)
 
+        if not (confinement := probe()).active:  # said once, before anything runs; the reports keep it too
+            render_confinement(confinement.describe())
         with PhaseProgress() as progress:
             report = run_verify(config, mutations, options, progress, on_report=partial)
     except (ConfigError, SelectionError, ChangedSinceError, MutationError) as error:
@@ -160,6 +193,8 @@ def verify(
         "mutations": list(mutation or ()),
         "use_cache": not no_cache,
         "fail_under": fail_under,
+        "executor": config.executor,
+        "device": config.device,
     }
     code = finish(
         report, details, config.root, fail_under, started, settings, (json, junit, html, stryker), by,

@@ -6,7 +6,7 @@ Keys are only ever added to the schema:
      "verdict": {"result": "PASS"|"FAIL", "failures": [...], "score", "detected", "killed", "judged",
                  "counts": {status: n}}, "settings": {...}, "wall_s": float|null, "self_check": str,
      "shard": "K/N" or "", "interrupted": bool, "interrupted_by": "SIGINT"|"SIGTERM"|"",
-     "first_kill": bool, "generated": bool,
+     "first_kill": bool, "generated": bool, "confinement": "landlock ABI n"|"off: why"|"",
      "baseline": {"status": "green", "gates": [{"id", "duration_s"}]},
      "mutations": [{"name", "status", "killed_by", "ran", "duration_s", "reason", "cached",
                     "attempts", "red_by_check", "red_by_exception",
@@ -122,6 +122,7 @@ def to_json(
         "interrupted_by": report.interrupted_by,
         "first_kill": report.first_kill,
         "generated": report.generated,
+        "confinement": report.confinement,
         "baseline": {
             "status": report.baseline.status,
             "gates": [{"id": g.gate_id, "duration_s": g.duration_s} for g in report.baseline.gates],
@@ -169,6 +170,7 @@ def read_report(path: Path) -> tuple[RunReport, dict[str, Detail], RunInfo]:
         harness_errors=tuple(data.get("harness_errors", ())),
         first_kill=bool(data.get("first_kill", False)),
         generated=bool(data.get("generated", False)),
+        confinement=str(data.get("confinement", "")),
     )
     details = {
         m["name"]: Detail(m["bug_class"], m["file"], m.get("diff", "")) for m in data["mutations"] if "file" in m
@@ -238,5 +240,6 @@ def merge(paths: Sequence[Path], allow_partial: bool = False) -> tuple[RunReport
         flaky_gates=tuple(sorted({g for r in reports for g in r.flaky_gates})),
         harness_errors=tuple(e for r in reports for e in r.harness_errors),
         first_kill=any(r.first_kill for r in reports),
+        confinement=next((r.confinement for r in reports if r.unconfined), first.confinement),
     )
     return merged, details

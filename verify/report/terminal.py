@@ -24,6 +24,7 @@ from verify.report.summary import DECLARED, Verdict, format_score, status_label,
 from verify.report.verdict import MutationResult, RunReport
 
 __all__ = [
+    "render_confinement",
     "render_error",
     "render_gate_list",
     "render_matrix",
@@ -209,6 +210,15 @@ def render_gate_list(title: str, gate_ids: Sequence[str], console: Console | Non
     console.print(f"{len(gate_ids)} {escape(title)}:")
     for gate_id in gate_ids:
         console.print(f"  {escape(gate_id)}", soft_wrap=True)
+
+
+def render_confinement(confinement: str, console: Console | None = None) -> None:
+    """The run's first line when its children run unconfined (`confinement` is "off: why")."""
+    (console or Console(stderr=True)).print(
+        f"confinement {confinement}: children can write wherever you can; the project and your home's start-up "
+        "files are checked for changes after the run (docs/how-to/confinement.md)",
+        style="yellow", markup=False, highlight=False,
+    )  # fmt: skip
 
 
 def render_error(message: str, console: Console | None = None) -> None:

@@ -167,6 +167,13 @@ class RunReport:
     # Mutants a tool generated (an operator sweep), not a registered catalog: one rejected before any gate ran
     # (stale) is the tool's business and an empty run is nothing to do, neither a failure.
     generated: bool = False
+    # What kept the children out of the user's files: "landlock ABI n", or "off: why" (the run then only
+    # detects changes to the project afterwards); "" where unknown (a merged or older report).
+    confinement: str = ""
+
+    @property
+    def unconfined(self) -> bool:
+        return self.confinement.startswith("off")
 
     def count(self, status: Status) -> int:
         return sum(1 for r in self.mutations if r.status is status)

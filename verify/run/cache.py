@@ -20,7 +20,7 @@ from verify.mutation import Mutation
 from verify.report.verdict import MutationResult, result_from_dict
 from verify.run.settings import ProjectConfig, project_files
 
-__all__ = ["CACHE_DIR", "ChangedSinceError", "ResultCache", "changed_files", "tree_digest"]
+__all__ = ["CACHE_DIR", "ChangedSinceError", "ResultCache", "changed_files", "harness_digest", "tree_digest"]
 
 CACHE_DIR = ".dflash-cache"
 _FORMAT = "dflash-cache/2"  # bump when an entry's meaning changes, to orphan old entries
@@ -35,6 +35,11 @@ def _harness_digest() -> bytes:
         for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
             digest.update(file.name.encode() + b"\0" + file.read_bytes())
     return digest.digest()
+
+
+def harness_digest() -> str:
+    """The digest of the harness's own code (a Ray node running other code would reach other verdicts)."""
+    return _harness_digest().hex()
 
 
 class ChangedSinceError(Exception):
@@ -100,6 +105,10 @@ class ResultCache:
     def put(self, key: str, result: MutationResult) -> None:
         if result.status.is_final:
             self._write(key, dataclasses.asdict(result))
+
+    def forget(self, key: str) -> None:
+        """Drop a verdict found untrustworthy after it was cached (its mutant changed the user's files)."""
+        (self.directory / f"{key}.json").unlink(missing_ok=True)
 
     def get_gate_checks(self, tree: str) -> dict[str, str]:
         """The gates this tree's flake checks re-ran: {gate id: "" when green on every re-run, else why not}."""

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from verify.report.verdict import Baseline, GateOutcome, Outcome, baseline_from_dict
 from verify.run import cache as cache_mod
-from verify.run.executor import Executor, Job, JobResult
+from verify.run.jobs import Job, JobExecutor, JobResult
 from verify.run.settings import ProjectConfig, project_files
 
 __all__ = ["BaselineError", "HarnessError", "Progress", "budget", "find_flaky", "run_pristine"]
@@ -55,7 +55,7 @@ def _sources(config: ProjectConfig) -> tuple[tuple[str, str], ...]:
 
 
 def run_pristine(
-    ex: Executor, cache: cache_mod.ResultCache, tree: str, progress: Progress, num_jobs: int
+    ex: JobExecutor, cache: cache_mod.ResultCache, tree: str, progress: Progress, num_jobs: int
 ) -> tuple[Baseline, dict[str, Any], str]:
     """The baseline and the harness self-check's forced failure, in one batch of children (neither needs the
     other's result to run, only to be judged). Returns (baseline, coverage data, self-check status:
@@ -125,7 +125,7 @@ def _merge(parts: list[JobResult]) -> JobResult:
         failed[0].state if failed else "done",
         max(part.duration_s for part in parts),
         tuple(outcomes),
-        "; ".join(f"{part.key.lstrip('_')}: {part.reason}" for part in failed),
+        "; ".join(f"{part.key.lstrip('_')}: {part.reason}" for part in (failed or parts) if part.reason),
         max(part.pytest_exit for part in parts),
         tuple(sorted({file for part in parts for file in part.loaded})),
         tuple(dict.fromkeys(error for part in parts for error in part.collect_errors)),
@@ -134,7 +134,7 @@ def _merge(parts: list[JobResult]) -> JobResult:
     )
 
 
-def _judge_baseline(ex: Executor, run: JobResult, num_jobs: int) -> tuple[Baseline, dict[str, Any]]:
+def _judge_baseline(ex: JobExecutor, run: JobResult, num_jobs: int) -> tuple[Baseline, dict[str, Any]]:
     config = ex.config
     if run.state != "done":
         raise BaselineError(f"baseline {run.state}: {run.reason}")
@@ -151,6 +151,8 @@ def _judge_baseline(ex: Executor, run: JobResult, num_jobs: int) -> tuple[Baseli
             f"gate {missing[0]} was collected but never ran in the baseline (pytest exit {run.pytest_exit})"
             + (f", nor did {len(missing) - 1} more" if len(missing) > 1 else "")
         )
+    if run.pytest_exit in (3, 4):  # pytest refused the session (a plugin, an option): that, not "no gate"
+        raise BaselineError(f"the baseline's pytest could not run the gates: {run.reason}")
     baseline = Baseline("green", tuple(ran))
     if not baseline.gates:
         raise BaselineError(
@@ -160,7 +162,7 @@ def _judge_baseline(ex: Executor, run: JobResult, num_jobs: int) -> tuple[Baseli
     return baseline, run.coverage or {}
 
 
-def _red_baseline(ex: Executor, red: GateOutcome, num_jobs: int) -> Exception:
+def _red_baseline(ex: JobExecutor, red: GateOutcome, num_jobs: int) -> Exception:
     """A gate red in the baseline, run again alone twice at once: from the files, and through the import hook
     as the baseline ran it. Green through the hook: flaky. Green only from the files: the hook changes what
     the gate sees, so no mutant can be judged by it (a harness error). Red both ways: one more run of every gate
@@ -220,7 +222,7 @@ def _balanced(gate_ids: tuple[str, ...], baseline: Baseline, count: int) -> list
 
 
 def find_flaky(
-    ex: Executor, baseline: Baseline, gate_ids: set[str], num_jobs: int, progress: Progress
+    ex: JobExecutor, baseline: Baseline, gate_ids: set[str], num_jobs: int, progress: Progress
 ) -> dict[str, str]:
     """Re-run `gate_ids` on the pristine tree `flake_reruns` times; {gate id: what it did} for each not green."""
     reruns = ex.config.flake_reruns

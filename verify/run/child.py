@@ -2,8 +2,10 @@
 gates under pytest with the mutated text served by the import hook, journalled gate by gate.
 
 Nothing a child does can reach another child or the user's tree through the files it was given: it works
-in a fresh copy of the parent's pristine private copy, which no child ever writes. Runs only in a child
-that `verify.run.executor` forked, and ends with `os._exit`.
+in a fresh copy of the parent's pristine private copy, which no child ever writes. Nor by naming a path: its
+first act is to confine itself (`verify.run.confine`) to writing its own folder (copy, temp dir, journal,
+result, log), the claims folder it shares with its siblings and the project's `writable` paths. Runs in a
+child that an executor started, and ends with `os._exit`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pytest
 
 from verify.run import coverage_map
 from verify.run.apply import MutantFinder
+from verify.run.confine import confine
 from verify.run.recorder import Recorder
 from verify.run.settings import ProjectConfig
 
@@ -120,6 +123,9 @@ def _isolate(config: ProjectConfig, job: Any, pristine: Path, paths: JobPaths) -
 def run_child(config: ProjectConfig, job: Any, pristine: Path, paths: JobPaths, claims: Path | None = None) -> int:
     """The child's body; returns its exit code. `job` is a `verify.run.executor.Job`; `claims` is the folder it
     shares with the sibling children that split its gates (None: it runs them all)."""
+    # Before any of the project's code runs, and while this process has one thread: every later thread and
+    # process inherits the restriction. A kernel that has Landlock and refuses it raises: never unconfined.
+    confine([paths.base, *([claims] if claims is not None else []), *config.writable_paths])
     private = _isolate(config, job, pristine, paths)
     overrides = {str(private / rel): text for rel, text in job.overrides}
     finder = MutantFinder([private / rel for rel in config.import_paths], config.source_packages, overrides)

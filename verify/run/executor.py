@@ -6,12 +6,16 @@ Each child (`verify.run.child`) copies that tree for itself and journals its gat
 parent keeps up to N children alive, kills one past its budget (scaled by the machine's measured load),
 kills every child's whole process group when it ends, and turns what a child left behind into one outcome
 per gate: what finished, what was running when it hung or died, and what never ran. On SIGINT or SIGTERM
-every child is killed and the finished results are returned. It knows nothing of mutations or verdicts.
+every child is killed and the finished results are returned. With `device = "cuda"` each child gets its own
+GPUs (`verify.run.devices`), and a parent that initialised CUDA is refused before any child starts. Children
+die with the parent, even a SIGKILLed one. It is one `verify.run.jobs.JobExecutor`; the Ray executor runs it
+on each worker node. It knows nothing of mutations or verdicts.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import importlib
 import io
@@ -32,6 +36,8 @@ import pytest
 
 from verify.report.verdict import GateOutcome, Outcome
 from verify.run.child import JobPaths, prime, run_child
+from verify.run.devices import DevicePool, check_cuda_untouched, child_environment, visible_devices
+from verify.run.jobs import Job, JobResult
 from verify.run.private_copy import adopt_bytecode, copy_files
 from verify.run.recorder import read_journal
 from verify.run.settings import ProjectConfig, project_files
@@ -39,37 +45,9 @@ from verify.run.settings import ProjectConfig, project_files
 __all__ = ["Executor", "Job", "JobResult", "load_scale", "signals_as_interrupts"]
 
 _POLL_S = 0.01
+# pytest's exit codes for a session it could not run at all (an internal error, a usage error): no gate ran.
+_PYTEST_REFUSED = {3: "internal error", 4: "usage error"}
 _LOAD_SAMPLE_S = 0.5
-
-
-@dataclass(frozen=True, slots=True)
-class Job:
-    key: str  # unique within one `Executor.run` call
-    gate_ids: tuple[str, ...]  # node ids to run; () runs every gate under the configured gate paths
-    timeout_s: float  # on an idle machine; stretched by the load measured while the job runs
-    overrides: tuple[tuple[str, str], ...] = ()  # (file relative to root, text served instead)
-    measure_coverage: bool = False
-    force_fail: bool = False
-    # First-kill mode: stop once a gate's own check fired and these gates have run; None runs every gate.
-    stop_after: tuple[str, ...] | None = None
-    share_bytecode: bool = False  # an unmutated run whose bytecode later children load (never a mutant's)
-    # Children of one `Executor.run` call that name the same group share its gates: each gate file is run by
-    # whichever of them claims it first, in collection order (one run of the gates spread over the workers).
-    claims: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class JobResult:
-    key: str
-    state: str  # "done" (the child finished pytest), "timeout", or "died" (a signal or an exit)
-    duration_s: float
-    outcomes: tuple[GateOutcome, ...] = ()
-    reason: str = ""
-    pytest_exit: int = 0
-    loaded: tuple[str, ...] = ()  # mutated files the child actually imported
-    collect_errors: tuple[tuple[str, str], ...] = ()
-    coverage: dict[str, Any] | None = None  # {"lines": ..., "fixtures": ...} when measured
-    order: tuple[str, ...] = ()  # every gate the child collected, in collection order
 
 
 def load_scale() -> float:
@@ -91,13 +69,20 @@ class _Interrupt(KeyboardInterrupt):
         self.signum = signum
 
 
+# The signal that raised the last interrupt: a blocking call in C (Ray's `ray.wait`) turns the handler's
+# exception into a plain KeyboardInterrupt, so the exception alone cannot always say which signal it was.
+_RECEIVED: list[int] = []
+
+
 @contextlib.contextmanager
 def signals_as_interrupts() -> Iterator[None]:
     """SIGTERM (like SIGINT) interrupts the parent where it is, so it can kill children and clean up."""
 
     def raise_interrupt(signum: int, frame: Any) -> None:
+        _RECEIVED[:] = [signum]
         raise _Interrupt(signum)
 
+    _RECEIVED.clear()
     previous = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
@@ -107,7 +92,9 @@ def signals_as_interrupts() -> Iterator[None]:
 
 
 def interrupt_signal(error: BaseException) -> str:
-    return signal.Signals(error.signum).name if isinstance(error, _Interrupt) else "SIGINT"
+    if isinstance(error, _Interrupt):
+        return signal.Signals(error.signum).name
+    return signal.Signals(_RECEIVED[0]).name if _RECEIVED else "SIGINT"
 
 
 def _warm_pytest(empty: Path) -> None:
@@ -125,6 +112,7 @@ class _Running:
     paths: JobPaths
     started: float
     scales: list[float]
+    gpus: int = -1  # the DevicePool group it holds (-1: none)
 
     @property
     def budget_s(self) -> float:
@@ -139,6 +127,15 @@ class Executor:
         self.pristine = Path()
         self._tmp = ""
         self._count = 0
+        self._devices: tuple[str, ...] = visible_devices() if config.device == "cuda" else ()
+        if config.device == "cuda":
+            DevicePool(self._devices, 1)  # no GPU visible: refused here, before anything is copied or forked
+        self._pool: DevicePool | None = None
+
+    @property
+    def default_jobs(self) -> int:
+        """One child per GPU on `cuda`, else one per CPU."""
+        return len(self._devices) or self.config.num_jobs
 
     def __enter__(self) -> Executor:
         self._tmp = tempfile.mkdtemp(prefix="dflash-verify-")
@@ -146,6 +143,8 @@ class Executor:
         copy_files(self.config.root, project_files(self.config), self.pristine)
         for name in self.config.preload:
             importlib.import_module(name)
+        if self.config.device == "cuda":
+            check_cuda_untouched()  # on the CPU, children never touch CUDA, whatever the parent did
         _warm_pytest(Path(self._tmp, "warm"))
         prime(self.config.root)
         # Objects alive now are shared by every child: freezing them keeps each child's collections
@@ -166,6 +165,8 @@ class Executor:
         group is killed before the interrupt propagates; `on_done` has already seen every finished job.
         """
         pending = list(reversed(jobs))
+        if self.config.device == "cuda":
+            self._pool = DevicePool(self._devices, num_jobs)
         running: dict[int, _Running] = {}
         done: dict[str, JobResult] = {}
         last_sample = 0.0
@@ -173,8 +174,9 @@ class Executor:
             while pending or running:
                 while pending and len(running) < max(1, num_jobs):
                     job = pending.pop()
-                    pid, paths = self._spawn(job)
-                    running[pid] = _Running(job, paths, time.monotonic(), [load_scale()])
+                    gpus = self._pool.acquire() if self._pool is not None else -1
+                    pid, paths = self._spawn(job, self._pool.devices(gpus) if self._pool is not None else ())
+                    running[pid] = _Running(job, paths, time.monotonic(), [load_scale()], gpus)
                 if time.monotonic() - last_sample > _LOAD_SAMPLE_S:
                     scale, last_sample = load_scale(), time.monotonic()
                     for entry in running.values():
@@ -185,6 +187,7 @@ class Executor:
             for pid, entry in running.items():
                 self._kill(pid)
                 shutil.rmtree(entry.paths.base, ignore_errors=True)
+            self._pool = None
         return [done[j.key] for j in jobs]
 
     def _reap(self, running: dict[int, _Running], done: dict[str, JobResult], on_done: Any) -> bool:
@@ -197,6 +200,8 @@ class Executor:
             self._kill(pid)  # past its budget; or finished, and whatever it left running in its group dies too
             result = self._collect(entry, os.waitstatus_to_exitcode(status) if finished else None, elapsed)
             del running[pid]
+            if self._pool is not None and entry.gpus >= 0:
+                self._pool.release(entry.gpus)
             if entry.job.share_bytecode and result.state == "done" and not entry.job.overrides:  # a mutant's copy
                 adopt_bytecode(entry.paths.project, self.pristine)  # may hold any file: never taken
             shutil.rmtree(entry.paths.base, ignore_errors=True)
@@ -214,28 +219,39 @@ class Executor:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
 
-    def _spawn(self, job: Job) -> tuple[int, JobPaths]:
+    def _spawn(self, job: Job, gpus: tuple[str, ...] = ()) -> tuple[int, JobPaths]:
         self._count += 1
         paths = JobPaths(Path(self._tmp, "jobs", f"{self._count}"))
         paths.base.mkdir(parents=True)
         claims = Path(self._tmp, "claims", job.claims) if job.claims else None
         if claims is not None:
             claims.mkdir(parents=True, exist_ok=True)
+        environment = child_environment(self.config.device, gpus)
         sys.stdout.flush()
         sys.stderr.flush()
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child: never returns into the parent's code
             exit_code = 70
             try:
                 os.setpgid(0, 0)
+                _die_with_parent(parent)
+                os.environ.update(environment)
                 log_fd = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 os.dup2(log_fd, 1)
                 os.dup2(log_fd, 2)
+                # The parent's sys.stdout may be an in-process capture (a CliRunner, pytest's): pytest's own
+                # words (a usage error) must reach the log the parent reads, so both streams write to the fds.
+                sys.stdout = open(1, "w", buffering=1, errors="replace", closefd=False)  # noqa: SIM115
+                sys.stderr = open(2, "w", buffering=1, errors="replace", closefd=False)  # noqa: SIM115
                 exit_code = run_child(self.config, job, self.pristine, paths, claims)
             except BaseException:
                 with contextlib.suppress(BaseException):
                     os.write(2, traceback.format_exc().encode())
             finally:
+                with contextlib.suppress(BaseException):
+                    sys.stdout.flush()
+                    sys.stderr.flush()
                 os._exit(exit_code)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.setpgid(pid, pid)  # both sides set it, so a kill right after fork cannot miss
@@ -250,6 +266,11 @@ class Executor:
             running_outcome = GateOutcome("", Outcome.TIMEOUT, elapsed, "Timeout", why)
         elif data:
             state, why = "done", ""
+            if data.get("pytest_exit") in _PYTEST_REFUSED:  # pytest itself refused: its own words say why
+                tail = paths.log.read_text(errors="replace").strip().splitlines()[-3:] if paths.log.is_file() else []
+                why = f"pytest {_PYTEST_REFUSED[data['pytest_exit']]} (exit {data['pytest_exit']})" + (
+                    ": " + " | ".join(line.strip()[:200] for line in tail) if tail else ""
+                )
             running_outcome = GateOutcome("", Outcome.NOT_RUN, 0.0, "Interrupted", "the session ended inside it")
         else:
             kind = signal.Signals(-exit_code).name if exit_code < 0 else f"exit {exit_code}"
@@ -276,6 +297,15 @@ class Executor:
             job.key, state, elapsed, tuple(outcomes), why, int(data.get("pytest_exit", -1)),
             tuple(data.get("loaded", ())), collect_errors, data.get("coverage"), tuple(data.get("order", ())),
         )  # fmt: skip
+
+
+def _die_with_parent(parent: int) -> None:
+    """The kernel SIGKILLs this child when the parent dies, however it dies (a SIGKILLed parent, a Ray worker
+    killed with its task): a child in its own process group would otherwise run on, orphaned."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG (Linux)
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(70)
 
 
 def _replace_id(outcome: GateOutcome, gate_id: str) -> GateOutcome:

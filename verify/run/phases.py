@@ -4,7 +4,8 @@
 Each mutation runs in a fresh child against the gates that reach its lines (`verify.run.judge` says when a
 second child is needed and what two attempts mean). Every final verdict goes into the cache and the
 partial report as it arrives, so an interrupted run loses nothing it finished and the next run resumes.
-At the end the user's tree must be byte-identical to what it was at the start. This module wires the
+At the end the user's tree must be byte-identical to what it was at the start: `verify.run.guard` inventories
+it around the run and names the child that changed a file. This module wires the
 pieces and returns a `RunReport`; it never prints.
 """
 
@@ -20,7 +21,9 @@ from verify.run import cache as cache_mod
 from verify.run.apply import Applied, Stale, apply_mutation
 from verify.run.checks import BaselineError, HarnessError, Progress, budget, find_flaky, run_pristine
 from verify.run.coverage_map import CoverageMap, anchor_lines
-from verify.run.executor import Executor, Job, JobResult, interrupt_signal, signals_as_interrupts
+from verify.run.executor import interrupt_signal, signals_as_interrupts
+from verify.run.guard import TreeGuard
+from verify.run.jobs import Job, JobExecutor, JobResult, open_executor
 from verify.run.judge import needs_second_attempt, resolve, verdict
 from verify.run.order import expected_s, kill_order, pinned
 from verify.run.probe import check_sources_imported
@@ -64,7 +67,9 @@ class _Run:
     flaky: dict[str, str] = dataclasses.field(default_factory=dict)
     interrupted_by: str = ""
     harness_errors: tuple[str, ...] = ()
+    confinement: str = ""  # what keeps children out of the user's files (verify.run.confine)
     plans: dict[str, _Planned] = dataclasses.field(default_factory=dict)  # every mutation a gate reaches
+    num_jobs: int = 1  # children at once, in every phase
 
     def add(self, result: MutationResult, key: str = "", *, emit: bool = True) -> None:
         """Record a final verdict (cached under `key` when given); `emit` hands the partial report on at once."""
@@ -91,6 +96,7 @@ class _Run:
             self_check=self.self_check,
             harness_errors=self.harness_errors,
             first_kill=self.options.first_kill,
+            confinement=self.confinement,
         )
 
 
@@ -157,9 +163,9 @@ def _judge(run: _Run, item: _Planned, second: JobResult | None) -> MutationResul
     return verdict(item.mutation.name, outcomes, ran, duration, 2 if second else 1, flaky, never)
 
 
-def _mutations(run: _Run, ex: Executor, planned: list[_Planned], progress: Progress) -> None:
+def _mutations(run: _Run, ex: JobExecutor, planned: list[_Planned], progress: Progress) -> None:
     by_key = {p.mutation.name: p for p in planned}
-    num_jobs = run.options.jobs or run.config.num_jobs
+    num_jobs = run.num_jobs
     again: list[_Planned] = []
 
     def first_done(result: JobResult) -> None:
@@ -189,7 +195,7 @@ def _mutations(run: _Run, ex: Executor, planned: list[_Planned], progress: Progr
     ex.run(jobs, num_jobs, second_done)
 
 
-def _flake_check(run: _Run, ex: Executor, tree: str, progress: Progress) -> None:
+def _flake_check(run: _Run, ex: JobExecutor, tree: str, progress: Progress) -> None:
     """Re-runs on the pristine tree every gate that turned any result red, fresh or from the cache, unless an
     earlier run's flake check already re-ran it on this tree (its finding is kept in the cache: a kill cached
     before its gate was found flaky must not come back as a kill on the next run). Rejudges every result a
@@ -197,7 +203,7 @@ def _flake_check(run: _Run, ex: Executor, tree: str, progress: Progress) -> None
     known = run.cache.get_gate_checks(tree)
     red = {o.gate_id for result in run.results.values() for o in result.outcomes if o.outcome.is_red}
     unchecked = red - set(known)
-    found = find_flaky(ex, run.baseline, unchecked, run.options.jobs or run.config.num_jobs, progress)
+    found = find_flaky(ex, run.baseline, unchecked, run.num_jobs, progress)
     checked = {gate_id: found.get(gate_id, "") for gate_id in unchecked}
     run.cache.put_gate_checks(tree, checked)  # only once every re-run finished: an interrupt leaves it unchecked
     run.flaky = {gate_id: why for gate_id, why in {**known, **checked}.items() if why and gate_id in red}
@@ -212,7 +218,7 @@ def _flake_check(run: _Run, ex: Executor, tree: str, progress: Progress) -> None
     run.on_report(run.report())
 
 
-def _past_flaky(run: _Run, ex: Executor, progress: Progress) -> None:
+def _past_flaky(run: _Run, ex: JobExecutor, progress: Progress) -> None:
     """First-kill mode: a mutant that stopped at a gate later found flaky was judged on the gates before it
     alone, so its "survived" would be the flaky gate's doing. It runs again on the gates it never reached (the
     flaky ones left out), a crash or hang confirmed as in the mutation phase."""
@@ -233,7 +239,7 @@ def _past_flaky(run: _Run, ex: Executor, progress: Progress) -> None:
     if not redo:
         return
 
-    num_jobs = run.options.jobs or run.config.num_jobs
+    num_jobs = run.num_jobs
     timeouts = {name: budget(run.config, run.baseline, rest) for name, (_, rest) in redo.items()}
     progress.phase("past flaky gates", len(redo))
     jobs = [_job(run, plan, rest, timeouts[name]) for name, (plan, rest) in redo.items()]
@@ -253,6 +259,16 @@ def _past_flaky(run: _Run, ex: Executor, progress: Progress) -> None:
     run.on_report(run.report())
 
 
+def _blame(run: _Run, culprits: dict[str, list[str]]) -> None:
+    """A mutant that changed the user's files while it ran gets no verdict: an error, dropped from the cache
+    so the next run tries it again (and finds it again)."""
+    for name, paths in culprits.items():
+        if name in run.results and (plan := run.plans.get(name)) is not None:
+            why = f"changed the user's files while it ran: {', '.join(paths[:3])}" + ("..." if len(paths) > 3 else "")
+            run.results[name] = dataclasses.replace(run.results[name], status=Status.ERROR, reason=why)
+            run.cache.forget(plan.key)
+
+
 def run_verify(
     config: ProjectConfig,
     mutations: Mapping[str, Mutation],
@@ -268,9 +284,12 @@ def run_verify(
     cache = cache_mod.ResultCache(config.root, options.use_cache)
     tree = cache_mod.tree_digest(config)
     run = _Run(config, chosen, options, cache, on_report or (lambda report: None))
-    with signals_as_interrupts(), Executor(config) as ex:
-        num_jobs = options.jobs or config.num_jobs
-        run.baseline, coverage, run.self_check = run_pristine(ex, cache, tree, progress, num_jobs)
+    guard = TreeGuard(config.root, options.outputs, cache_mod.CACHE_DIR)  # the inventory before any child
+    run.confinement = guard.confinement.describe()
+    with guard, signals_as_interrupts(), open_executor(config, options.ray_address) as executor:
+        ex = guard.watch(executor)
+        run.num_jobs = options.jobs or config.jobs or executor.default_jobs
+        run.baseline, coverage, run.self_check = run_pristine(ex, cache, tree, progress, run.num_jobs)
         check_sources_imported(config, coverage)  # a layout the copy cannot import is an error, not survivals
         coverage_map = CoverageMap.from_json(coverage, run.baseline.gate_ids)
         planned = _plan(run, coverage_map, tree, changed)
@@ -282,6 +301,8 @@ def run_verify(
             run.interrupted_by = interrupt_signal(error)
     if not run.interrupted_by and cache_mod.tree_digest(config) != tree:
         run.harness_errors = ("the project's files changed during the run; its verdicts may mix two trees",)
+    run.harness_errors += guard.errors
+    _blame(run, guard.culprits)
     report = run.report()
     run.on_report(report)
     return report

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from verify.mutation import Mutation
 from verify.run.settings import ProjectConfig
@@ -49,6 +50,9 @@ class RunOptions:
     # Stop each mutant's gates at its first kill, once its pinned gates have run (PIT's and Stryker's
     # default); the matrix then shows only the gates that ran. False: every reaching gate, the full matrix.
     first_kill: bool = False
+    ray_address: str | None = None  # `--executor ray`: the cluster (None: RAY_ADDRESS, else one started for the run)
+    # Files the run itself writes while it runs (its reports): left out of the check of the user's tree.
+    outputs: tuple[Path, ...] = ()
 
 
 def select(mutations: Mapping[str, Mutation], options: RunOptions, config: ProjectConfig) -> list[Mutation]:

@@ -6,6 +6,7 @@ catalog modules it names. It knows nothing of pytest, forking or reports.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import os
@@ -19,14 +20,52 @@ from typing import Any
 from verify.mutation import Mutation, MutationError, all_mutations, reset_registry
 from verify.run.layout import mutation_file_problem, namespace_root_problem, resolves_inside
 
-__all__ = ["ConfigError", "ProjectConfig", "check_mutation_files", "load_config", "load_mutations", "project_files"]
+__all__ = [
+    "DEVICES",
+    "EXECUTORS",
+    "ConfigError",
+    "JobResources",
+    "ProjectConfig",
+    "check_mutation_files",
+    "load_config",
+    "load_mutations",
+    "project_files",
+    "with_overrides",
+]
 
+EXECUTORS = ("fork", "ray")
+DEVICES = ("cpu", "cuda")
 _ROOT_FILES = ("pyproject.toml", "setup.cfg", "pytest.ini", "tox.ini", "conftest.py")
 _SKIP_PARTS = ("__pycache__", ".pytest_cache")
 
 
 class ConfigError(Exception):
     """The project's `[tool.dflash]` table, or a catalog it names, is unusable (CLI exit code 2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobResources:
+    """What one job (one child) reserves on a Ray cluster: Ray schedules a job only where these are free."""
+
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("num_cpus", "num_gpus"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ConfigError(f"[tool.dflash] job_resources.{name} must be a number >= 0, got {value!r}")
+        if self.num_cpus == 0 and self.num_gpus == 0:
+            raise ConfigError("[tool.dflash] job_resources must reserve some num_cpus or num_gpus")
+
+    @classmethod
+    def from_table(cls, table: object) -> JobResources:
+        if not isinstance(table, dict):
+            raise ConfigError("[tool.dflash] job_resources must be a table, e.g. {num_cpus = 1, num_gpus = 1}")
+        unknown = sorted(set(table) - {"num_cpus", "num_gpus"})
+        if unknown:
+            raise ConfigError(f"[tool.dflash] job_resources: unknown keys {', '.join(unknown)} (num_cpus, num_gpus)")
+        return cls(**table)
 
 
 def _default_preload() -> tuple[str, ...]:
@@ -69,7 +108,8 @@ class ProjectConfig:
     baseline_timeout_s: float = _key(1800.0, "The budget, in seconds, of the unmutated baseline run of the gates.")
     preload: tuple[str, ...] = _key(
         _default_preload,
-        'Modules the warm parent imports once before forking, e.g. `["torch", "transformers.models.qwen3"]`.',
+        'Modules the warm parent imports once before forking, e.g. `["torch", "transformers.models.qwen3"]`; '
+        'default `["torch"]` where torch is installed.',
     )
     required: tuple[str, ...] | None = _key(
         None, "The mutations that must be killed or caught for exit 0; default: every registered mutation."
@@ -85,6 +125,28 @@ class ProjectConfig:
         3, "Re-runs, in a row on the unmutated tree, of every gate that turned red: one red there is flaky and "
         "its kills do not count.",
     )  # fmt: skip
+    executor: str = field(
+        default="fork",
+        metadata={"doc": "Where children run: `fork` (this machine) or `ray` (a Ray cluster; `pip install "
+                  "'dflash-verify[ray]'`). `--executor` overrides it."},
+    )  # fmt: skip
+    device: str = field(
+        default="cpu",
+        metadata={"doc": "The device the gates build their engines on (`cpu` or `cuda`; children see it as "
+                  "DFLASH_DEVICE, each forked child its own GPU). `--device` overrides it."},
+    )  # fmt: skip
+    job_resources: JobResources = field(
+        default_factory=JobResources,
+        metadata={"doc": "What each job reserves on a Ray cluster, e.g. {num_cpus = 1, num_gpus = 1}; only "
+                  "`--executor ray` reads it."},
+    )  # fmt: skip
+    writable: tuple[str, ...] = field(
+        default=(),
+        metadata={
+            "doc": "Folders or files outside the project that gates may write (absolute or ~/...), beside each "
+            "child's own copy and temp dir: confinement makes every other path read-only to a child."
+        },
+    )
 
     def __post_init__(self) -> None:
         for name in ("mutation_modules", "gates", "source_roots", "preload", "invariant_errors"):
@@ -104,10 +166,42 @@ class ProjectConfig:
             raise ConfigError("[tool.dflash] gate_marker must be a non-empty pytest marker expression")
         if isinstance(self.flake_reruns, bool) or not isinstance(self.flake_reruns, int) or self.flake_reruns < 0:
             raise ConfigError(f"[tool.dflash] flake_reruns must be an integer >= 0, got {self.flake_reruns!r}")
+        if self.executor not in EXECUTORS:
+            raise ConfigError(f"[tool.dflash] executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
+        if self.device not in DEVICES:
+            raise ConfigError(f"[tool.dflash] device must be one of {', '.join(DEVICES)}, got {self.device!r}")
+        if not isinstance(self.job_resources, JobResources):
+            raise ConfigError("[tool.dflash] job_resources must be a table, e.g. {num_cpus = 1, num_gpus = 1}")
+        if self.executor == "ray" and self.device == "cuda" and self.job_resources.num_gpus == 0:
+            raise ConfigError(
+                "device cuda on the ray executor needs a GPU per job: set [tool.dflash] job_resources = "
+                "{num_cpus = 1, num_gpus = 1} (Ray hides every GPU from a task that reserves none)"
+            )
         for name in ("timeout_factor", "timeout_min_s", "baseline_timeout_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ConfigError(f"[tool.dflash] {name} must be a positive number, got {value!r}")
+        self._check_writable()
+
+    def _check_writable(self) -> None:
+        """A writable path is the user's own choice outside the project: the project never is one."""
+        if not isinstance(self.writable, tuple) or not all(isinstance(item, str) and item for item in self.writable):
+            raise ConfigError("[tool.dflash] writable must be a list of non-empty strings")
+        root = Path(self.root).resolve()
+        for item, path in zip(self.writable, self.writable_paths, strict=True):
+            if not path.is_absolute():
+                raise ConfigError(f"[tool.dflash] writable: {item!r} must be absolute or start with ~/")
+            if path.is_relative_to(root) or root.is_relative_to(path):
+                raise ConfigError(
+                    f"[tool.dflash] writable: {item!r} holds or lies inside the project ({root}): the project is "
+                    "never writable to a child; name a folder outside it"
+                )
+
+    @property
+    def writable_paths(self) -> tuple[Path, ...]:
+        """`writable`, with ~ expanded and links resolved (confinement applies to the real folder)."""
+        return tuple(Path(item).expanduser().resolve() if Path(item).expanduser().is_absolute() else Path(item)
+                     for item in self.writable)  # fmt: skip
 
     @property
     def num_jobs(self) -> int:
@@ -155,8 +249,18 @@ class ProjectConfig:
         return tuple(sorted(names | {"conftest"}))
 
 
-_LIST_KEYS = ("mutation_modules", "gates", "source_roots", "preload", "required", "invariant_errors")
-_SCALAR_KEYS = ("gate_marker", "jobs", "timeout_factor", "timeout_min_s", "baseline_timeout_s", "flake_reruns")
+_LIST_KEYS = ("mutation_modules", "gates", "source_roots", "preload", "required", "invariant_errors", "writable")
+_SCALAR_KEYS = (
+    "gate_marker",
+    "jobs",
+    "timeout_factor",
+    "timeout_min_s",
+    "baseline_timeout_s",
+    "flake_reruns",
+    "executor",
+    "device",
+)
+_TABLE_KEYS = ("job_resources",)
 
 
 def load_config(root: Path) -> ProjectConfig:
@@ -180,7 +284,7 @@ def load_config(root: Path) -> ProjectConfig:
         )
     if not isinstance(table, dict):
         raise ConfigError(f"{pyproject}: tool.dflash must be a table")
-    unknown = sorted(set(table) - set(_LIST_KEYS) - set(_SCALAR_KEYS))
+    unknown = sorted(set(table) - set(_LIST_KEYS) - set(_SCALAR_KEYS) - set(_TABLE_KEYS))
     if unknown:
         raise ConfigError(f"[tool.dflash] unknown keys: {', '.join(unknown)}")
     if "mutation_modules" not in table:
@@ -198,12 +302,20 @@ def load_config(root: Path) -> ProjectConfig:
     for key in _SCALAR_KEYS:
         if key in table:
             values[key] = table[key]
+    if "job_resources" in table:
+        values["job_resources"] = JobResources.from_table(table["job_resources"])
     config = ProjectConfig(root=root, **values)  # type: ignore[arg-type]
     for key, rels in (("gates", config.gates), ("source_roots", config.source_roots)):
         for rel in rels:
             if not (root / rel).exists():
                 raise ConfigError(f"[tool.dflash] {key}: path {rel!r} does not exist in {root}")
     return config
+
+
+def with_overrides(config: ProjectConfig, executor: str | None = None, device: str | None = None) -> ProjectConfig:
+    """The config with the command line's --executor/--device in place of the table's (validated again)."""
+    changes = {key: value for key, value in (("executor", executor), ("device", device)) if value is not None}
+    return dataclasses.replace(config, **changes) if changes else config  # type: ignore[arg-type]
 
 
 def _purge(name: str) -> None:

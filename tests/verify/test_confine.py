@@ -1,0 +1,158 @@
+"""Mutants that reach for what the user owns, against the real CLI: confined, every write outside the child's
+own copy, temp dir and declared writable paths is refused (the gate goes red by the exception, as any crash);
+unconfined (DFLASH_CONFINE=off), every change to the project, its git directory and the home's start-up
+files is a harness error (exit 4) naming the file and the mutant. Either way a process a mutant left behind
+is killed before the tree is checked, and nothing it meant to write later lands.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from verify.report.files import read_json
+from verify.report.verdict import Status
+from verify.run.confine import probe
+
+CORE = '''"""Code under test."""
+
+
+def add(a, b):
+    return a + b
+'''
+
+GATES = """import pytest
+from hostile import core
+
+
+@pytest.mark.gate
+def test_add():
+    assert core.add(2, 3) == 5
+"""
+
+
+def _escapes(root: Path, home: Path, shared: Path) -> dict[str, str]:
+    """name -> Python run inside the mutated `add` (before it returns a + b), by absolute paths it knows."""
+    late = f"echo $$ > {shared}/pid; sleep 60; echo x > {root}/late.txt"
+    return {
+        "writes-root": f"open({str(root / 'escaped.txt')!r}, 'w').write('x')",
+        "writes-git": f"open({str(root / '.git' / 'HEAD')!r}, 'a').write('x')",
+        "writes-home": f"open({str(home / '.bashrc')!r}, 'a').write('x')",
+        "renames": f"os.rename({str(root / 'hostile' / 'core.py')!r}, {str(root / 'moved.py')!r})",
+        "unlinks": f"os.unlink({str(root / 'pyproject.toml')!r})",
+        "truncates": f"os.truncate({str(root / 'pyproject.toml')!r}, 0)",
+        "symlinks": f"os.symlink({str(root / 'pyproject.toml')!r}, 'link'); open('link', 'a').write('x')",
+        "hard-links": f"os.link({str(root / 'pyproject.toml')!r}, 'hard'); open('hard', 'a').write('x')",
+        "via-proc": f"open('/proc/self/root' + {str(root / 'proc.txt')!r}, 'w').write('x')",
+        "via-shell": f"subprocess.run(['sh', '-c', 'echo x > {root}/sh.txt'], check=True)",
+        "chmods": f"os.chmod({str(root / 'pyproject.toml')!r}, 0o600)",
+        "detaches": f"subprocess.Popen(['sh', '-c', {late!r}], start_new_session=True)",
+        # Its own copy (where the module lives) and its TMPDIR stay writable: this one must survive.
+        "writes-own": "open(os.path.join(os.path.dirname(__file__), 'mine.txt'), 'w').write('x'); "
+        "tempfile.NamedTemporaryFile().write(b'x'); open(os.path.join(tempfile.gettempdir(), 't'), 'w').write('x')",
+    }
+
+
+def _project(base: Path, names: list[str], jobs: int) -> tuple[Path, Path, Path]:
+    root, home, shared = base / "project", base / "home", base / "shared"
+    (root / "hostile").mkdir(parents=True)
+    (root / "tests" / "gates").mkdir(parents=True)
+    home.mkdir()
+    shared.mkdir()
+    (home / ".bashrc").write_text("# the user's\n")
+    (root / "hostile" / "__init__.py").write_text("")
+    (root / "hostile" / "core.py").write_text(CORE)
+    (root / "tests" / "gates" / "test_core.py").write_text(GATES)
+    escapes = _escapes(root, home, shared)
+    records = "".join(
+        f"    Mutation({name!r}, 'escape: {name}', 'hostile/core.py', 'return a + b',\n"
+        f"             {'import os, subprocess, tempfile; ' + escapes[name] + chr(10) + '    return a + b'!r}),\n"
+        for name in names
+    )
+    (root / "hostile_mutations.py").write_text(
+        f"from verify.mutation import Mutation, register\n\nregister(\n{records})\n"
+    )
+    (root / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\nmarkers = ["gate: a gate"]\n\n[tool.dflash]\n'
+        'mutation_modules = ["hostile_mutations"]\ngates = ["tests/gates"]\nsource_roots = ["hostile"]\n'
+        f"jobs = {jobs}\ntimeout_factor = 5.0\ntimeout_min_s = 5.0\nflake_reruns = 1\npreload = []\n"
+        f"writable = [{str(shared)!r}]\n"
+    )
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    return root, home, shared
+
+
+def _digest(*tops: Path) -> dict[str, tuple[int, str]]:
+    """Mode and sha256 of every file under each top, .git included (the engine's own cache left out)."""
+    found = {}
+    for top in tops:
+        for path in sorted(top.rglob("*")):
+            if ".dflash-cache" not in path.parts and not path.is_dir():
+                data = os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
+                found[str(path)] = (path.lstat().st_mode, hashlib.sha256(data).hexdigest())
+    return found
+
+
+def _assert_detached_killed(shared: Path, root: Path) -> None:
+    pid = int((shared / "pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # killed (and reaped) before the run's last check, not left to write later
+    assert not (root / "late.txt").exists()
+
+
+REFUSED = ["writes-root", "writes-git", "writes-home", "renames", "unlinks", "truncates", "symlinks", "hard-links",
+           "via-proc", "via-shell"]  # fmt: skip
+
+
+def test_confined_mutants_cannot_write_outside_their_copy(tmp_path, cli, monkeypatch) -> None:
+    assert probe().active, "this machine's kernel has Landlock (6.x with it enabled): confinement must be on"
+    names = [*REFUSED, "detaches", "writes-own"]
+    root, home, shared = _project(tmp_path, names, jobs=2)
+    monkeypatch.setenv("HOME", str(home))
+    before = _digest(root, home)
+    result = cli("--project", str(root), "--json", str(tmp_path / "r.json"))
+    report = read_json(tmp_path / "r.json")[0]
+    by_name = {r.name: r for r in report.mutations}
+    for name in REFUSED:  # refused: the gate is red by the exception, confirmed by a second child like any crash
+        assert by_name[name].status is Status.CRASHED, (name, by_name[name], result.output)
+        assert by_name[name].attempts == 2
+        assert by_name[name].outcomes[0].exc_type in ("PermissionError", "OSError", "CalledProcessError"), name
+    assert by_name["writes-own"].status is Status.SURVIVED, by_name["writes-own"]
+    assert by_name["detaches"].status is Status.SURVIVED
+    assert report.confinement.startswith("landlock"), report.confinement
+    assert report.harness_errors == (), report.harness_errors
+    assert result.exit_code == 1, result.output  # crashes and survivors fail the run; nothing is an error
+    _assert_detached_killed(shared, root)
+    assert _digest(root, home) == before  # byte for byte and mode for mode, .git and the home included
+
+
+def test_unconfined_changes_are_harness_errors_naming_file_and_mutant(tmp_path, cli, monkeypatch) -> None:
+    monkeypatch.setenv("DFLASH_CONFINE", "off")
+    names = ["writes-root", "writes-git", "writes-home", "chmods", "via-shell", "detaches"]
+    root, home, shared = _project(tmp_path, names, jobs=1)
+    monkeypatch.setenv("HOME", str(home))
+    result = cli("--project", str(root), "--json", str(tmp_path / "r.json"))
+    assert result.exit_code == 4, result.output
+    report = read_json(tmp_path / "r.json")[0]
+    assert report.confinement == "off: DFLASH_CONFINE=off"
+    assert result.output.startswith("confinement off: DFLASH_CONFINE=off"), result.output[:300]
+    (error,) = report.harness_errors
+    for path, what, mutant in [
+        ("escaped.txt", "new", "writes-root"),
+        (".git/HEAD", "changed", "writes-git"),
+        (f"{home}/.bashrc", "changed", "writes-home"),
+        ("pyproject.toml", "mode changed", "chmods"),
+        ("sh.txt", "new", "via-shell"),
+    ]:
+        assert f"{path} ({what}, while mutant {mutant} ran)" in error, (path, error)
+    assert "late.txt" not in error
+    # No verdict for a mutant that changed the user's files: an error, left out of the cache to be tried again.
+    statuses = {r.name: r.status for r in report.mutations}
+    assert statuses == {**dict.fromkeys(names[:-1], Status.ERROR), "detaches": Status.SURVIVED}, statuses
+    time.sleep(0.2)
+    _assert_detached_killed(shared, root)

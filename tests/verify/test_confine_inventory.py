@@ -1,0 +1,79 @@
+"""The inventory of the user's project: every way a file can be touched shows as a change, and what an editor's
+`git status` does to the index does not. Plus the `writable` key, which may never open the project itself."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from verify.run.inventory import diff, snapshot
+from verify.run.settings import ConfigError, ProjectConfig
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "p"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "a.py").write_text("x = 1\n")
+    (root / "notes.txt").write_text("mine\n")
+    (root / ".dflash-cache").mkdir()
+    return root
+
+
+def _rewrite_keeping_mtime(path: Path) -> None:
+    before = path.stat()
+    path.write_text("y = 1\n")  # same size
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+@pytest.mark.parametrize(
+    ("touch", "expected"),
+    [
+        (lambda r: (r / "new.txt").write_text("x"), [("new.txt", "new")]),
+        (lambda r: (r / "notes.txt").unlink(), [("notes.txt", "removed")]),
+        (lambda r: _rewrite_keeping_mtime(r / "pkg" / "a.py"), [("pkg/a.py", "changed")]),
+        (lambda r: os.chmod(r / "notes.txt", 0o600), [("notes.txt", "mode changed")]),
+        (lambda r: os.link(r / "notes.txt", r.parent / "elsewhere"), [("notes.txt", "hard-linked")]),
+        (lambda r: os.rename(r / "notes.txt", r / "pkg" / "n.txt"), [("notes.txt", "removed"), ("pkg/n.txt", "new")]),
+        (lambda r: os.utime(r / "notes.txt", (0, 0)), [("notes.txt", "changed")]),
+        (lambda r: (r / ".dflash-cache" / "entry.json").write_text("{}"), []),  # the tool's own cache
+    ],
+    ids=["create", "unlink", "same-size-same-mtime", "chmod", "hard-link", "rename", "utime", "own-cache"],
+)
+def test_every_touch_is_a_change_with_its_time(tree: Path, touch, expected) -> None:
+    before = snapshot(tree, {".dflash-cache"})
+    touch(tree)
+    changes = diff(before, snapshot(tree, {".dflash-cache"}))
+    assert [(c.path, c.what) for c in changes] == expected
+    assert all(c.when_ns > 0 for c in changes)
+
+
+def test_a_git_status_rewriting_the_index_is_no_change_and_a_ref_is(tree: Path) -> None:
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tree, check=True, capture_output=True)
+
+    git("init", "-q")
+    git("add", "pkg/a.py")
+    before = snapshot(tree, {".dflash-cache"})
+    index = (tree / ".git" / "index").stat()
+    os.utime(tree / "pkg" / "a.py", ns=(1, 1))  # stale stat data: git status refreshes and rewrites the index
+    git("status", "--porcelain")
+    assert (tree / ".git" / "index").stat().st_ino != index.st_ino  # rewritten, with the same entries
+    assert [(c.path, c.what) for c in diff(before, snapshot(tree, {".dflash-cache"}))] == [("pkg/a.py", "changed")]
+    (tree / ".git" / "refs" / "heads" / "evil").write_text("0" * 40 + "\n")
+    assert ".git/refs/heads/evil" in {c.path for c in diff(before, snapshot(tree, {".dflash-cache"}))}
+
+
+@pytest.mark.parametrize("where", ["inside", "holds"])
+def test_writable_may_not_open_the_project(tmp_path: Path, where: str) -> None:
+    root = tmp_path / "p"
+    root.mkdir()
+    path = root / "cache" if where == "inside" else tmp_path
+    with pytest.raises(ConfigError, match="holds or lies inside the project"):
+        ProjectConfig(root=root, writable=(str(path),))
+    with pytest.raises(ConfigError, match="absolute"):
+        ProjectConfig(root=root, writable=("relative/dir",))
+    assert ProjectConfig(root=root, writable=("~/.cache/x",)).writable_paths[0].is_absolute()

@@ -1,0 +1,65 @@
+"""Before any job: every node of the cluster has what the driver has, or the run stops with a named error.
+
+A worker with another dflash-verify, torch or pytest than the driver would run other code and reach other
+verdicts; one that cannot import a preload module would crash every child. One probe task per alive node
+(pinned to it) reports Python's version, the versions of the distributions the children use, the harness
+code's digest and whether each preload module imports; any difference from the driver is a `ClusterError`
+(CLI exit code 2) naming the node, the thing and both values. Knows nothing of jobs.
+"""
+
+from __future__ import annotations
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from verify.run.cluster.task import installed, probe
+from verify.run.settings import ConfigError, ProjectConfig
+
+__all__ = ["ClusterError", "check_nodes"]
+
+DISTRIBUTIONS = ("dflash-verify", "torch", "pytest", "coverage", "ray")
+_PROBE_TIMEOUT_S = 300.0  # a node that cannot start a worker in this long is not usable for the run
+
+
+class ClusterError(ConfigError):
+    """The Ray cluster cannot serve this run: no node, or a node without what the driver has (exit code 2)."""
+
+
+def _modules(config: ProjectConfig) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(("pytest", *config.preload)))
+
+
+def check_nodes(config: ProjectConfig) -> int:
+    """Probe every alive node; return how many there are. Raises ClusterError on the first difference."""
+    nodes = [node for node in ray.nodes() if node.get("Alive")]
+    if not nodes:
+        raise ClusterError("the Ray cluster has no alive node")
+    modules = _modules(config)
+    expected = installed(DISTRIBUTIONS, modules)
+    refs = {
+        node["NodeManagerAddress"] + f" ({node['NodeID'][:8]})": probe.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+        ).remote(DISTRIBUTIONS, modules)
+        for node in nodes
+    }
+    for where, ref in refs.items():
+        try:
+            found = ray.get(ref, timeout=_PROBE_TIMEOUT_S)
+        except ray.exceptions.GetTimeoutError:
+            raise ClusterError(
+                f"node {where} did not answer the environment probe in {_PROBE_TIMEOUT_S:.0f}s"
+            ) from None
+        except ray.exceptions.RayError as error:
+            first = (str(error).strip().splitlines() or [""])[-1][:200]
+            raise ClusterError(
+                f"node {where} cannot run dflash's jobs ({type(error).__name__}: {first}): install the driver's "
+                f"dflash-verify there (pip install 'dflash-verify[ray]=={expected['package dflash-verify']}')"
+            ) from None
+        for thing, value in expected.items():
+            if found.get(thing) != value:
+                raise ClusterError(
+                    f"node {where} differs from this machine in {thing}: {found.get(thing, 'missing')} there, "
+                    f"{value} here. Every Ray worker needs the driver's dflash-verify (same code), Python, torch, "
+                    "pytest and coverage, and must import every [tool.dflash] preload module"
+                )
+    return len(nodes)

@@ -1,0 +1,176 @@
+"""The run's watch over what the user owns: which confinement its children get, an inventory of the project
+before and after, who was running when something changed, and no process of the run outliving it.
+
+Before the first child the project is inventoried (`verify.run.inventory`); the executor is wrapped so that
+each finished job leaves its wall-clock window (its key and when it ran). When the run ends, every process a
+child left behind that escaped its process group (a daemon that called setsid) is killed (the parent is
+their subreaper for the run's length, so they come back to it), and only then is the project inventoried
+again: a late write cannot land after the check. Any difference is a harness error naming each file and
+the jobs that were running when it changed (its ctime). Left out: the tool's cache, the run's own report
+files, and bytecode the parent itself compiled while the run imported its report modules. Home folders
+cannot be inventoried; confinement keeps children out of them where the kernel has Landlock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+from verify.run.confine import Confinement, probe
+from verify.run.inventory import Change, diff, home_paths, snapshot
+
+__all__ = ["TreeGuard"]
+
+E = TypeVar("E")
+_PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37
+_SLACK_NS = 20_000_000  # file-system clocks are coarse (a tick or so): past every window, widen them by this
+_MAX_NAMED = 8  # files named in one harness error
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    key: str
+    start_ns: int
+    end_ns: int
+
+
+class _Watched:
+    """An executor that records each finished job's window; everything else is the wrapped executor's."""
+
+    def __init__(self, inner: Any, windows: list[_Window]) -> None:
+        self._inner = inner
+        self._windows = windows
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def run(self, jobs: Sequence[Any], num_jobs: int, on_done: Callable[[Any], None] | None = None) -> list[Any]:
+        def record(result: Any) -> None:
+            end = time.time_ns()
+            self._windows.append(_Window(result.key, end - int(result.duration_s * 1e9), end))
+            if on_done is not None:
+                on_done(result)
+
+        results: list[Any] = self._inner.run(jobs, num_jobs, record)
+        return results
+
+
+def _libc() -> Any:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _children() -> set[int]:
+    """This process's live children (orphans of the run come back here while it is their subreaper)."""
+    me, found = os.getpid(), set()
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            # pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after its last ")"
+            if int(stat_file.read_text().rpartition(")")[2].split()[1]) == me:
+                found.add(int(stat_file.parent.name))
+    return found
+
+
+def _who(keys: list[str]) -> str:
+    named = [f"mutant {k}" if not k.startswith("_") else f"the {k.lstrip('_')} child" for k in dict.fromkeys(keys)]
+    if not named:
+        return "while no child ran (a process a child left behind, or someone else)"
+    return "while " + " or ".join(named) + (" ran" if len(named) == 1 else " ran at once")
+
+
+class TreeGuard:
+    """Use as a context manager around the executor's `with` block; `errors` holds the findings after it."""
+
+    def __init__(self, root: Path, outputs: Iterable[Path] = (), cache_dir: str = ".dflash-cache") -> None:
+        self.root = Path(root).resolve()
+        self.confinement: Confinement = probe()
+        skip = {cache_dir}
+        for path in outputs:
+            resolved = Path(path).resolve()
+            if resolved.is_relative_to(self.root):
+                skip.add(resolved.relative_to(self.root).as_posix())
+        self._skip = skip
+        self._windows: list[_Window] = []
+        # Resolved now: the home the children see is the one in this process's environment when the run starts.
+        self._home = Path(os.path.expanduser("~"))
+        self._home_files = home_paths(self._home)
+        self._before = snapshot(self.root, skip, self._home_files)
+        self._children: set[int] = set()
+        self._was_subreaper = 0
+        self.errors: tuple[str, ...] = ()
+        self.culprits: dict[str, list[str]] = {}  # job key -> the files that changed while it ran
+        self.killed = 0  # processes a child left behind, killed at the end
+
+    def watch(self, executor: E) -> E:
+        """The executor, recording each job's window (an executor in all but type, so the cast is exact)."""
+        return cast(E, _Watched(executor, self._windows))
+
+    def __enter__(self) -> TreeGuard:
+        self._children = _children()
+        libc, flag = _libc(), ctypes.c_int(0)
+        libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)
+        self._was_subreaper = flag.value
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.killed = self._kill_leftovers()
+        _libc().prctl(_PR_SET_CHILD_SUBREAPER, self._was_subreaper, 0, 0, 0)
+        home = sorted({*self._home_files, *home_paths(self._home)})  # a .pth file made during the run too
+        after = snapshot(self.root, self._skip, home)
+        changes = [c for c in diff(self._before, after) if not _own_bytecode(c, self.root)]
+        if changes:
+            self.errors = (self._describe(changes),)
+
+    def _kill_leftovers(self) -> int:
+        """Kill what the run's children left running outside their process groups; their own orphans come back
+        here in turn, so until none is left."""
+        killed = 0
+        for _ in range(50):
+            stray = _children() - self._children
+            if not stray:
+                break
+            for pid in stray:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
+                killed += 1
+        return killed
+
+    def _describe(self, changes: list[Change]) -> str:
+        parts = []
+        for number, change in enumerate(changes):
+            keys = [w.key for w in self._windows if w.start_ns <= change.when_ns <= w.end_ns] or [
+                w.key for w in self._windows if w.start_ns - _SLACK_NS <= change.when_ns <= w.end_ns + _SLACK_NS
+            ]
+            when = _who(keys) if change.when_ns else "when, unknown"
+            for key in keys:
+                self.culprits.setdefault(key, []).append(change.path)
+            if number < _MAX_NAMED:
+                parts.append(f"{change.path or '.'} ({change.what}, {when})")
+        more = f" and {len(changes) - _MAX_NAMED} more" if len(changes) > _MAX_NAMED else ""
+        how = (
+            f"{self.confinement.describe()} was on: it does not govern chmod, utime or xattrs"
+            if self.confinement.active
+            else f"confinement {self.confinement.describe()}"
+        )
+        return f"the run changed the user's files: {'; '.join(parts)}{more} ({how})"
+
+
+def _own_bytecode(change: Change, root: Path) -> bool:
+    """Bytecode this process compiled for a module it imported during the run (a report module, say), or the
+    `__pycache__` folder made for it: the interpreter's doing, not a child's."""
+    path = change.path if change.path.startswith("/") else str(root / change.path)
+    if change.what not in ("new", "changed", "replaced") or not (path.endswith((".pyc", "/__pycache__"))):
+        return False
+    names = [getattr(m, "__cached__", None) for m in list(sys.modules.values())]
+    cached = {os.path.realpath(name) for name in names if isinstance(name, str)}
+    return path in cached or (path.endswith("/__pycache__") and any(c.startswith(path + "/") for c in cached))

@@ -1,0 +1,92 @@
+"""What the run's phases hand an executor and get back: the job and result records, the executor interface,
+and the one place that picks the executor a run uses (`open_executor`).
+
+A job is one child's worth of work: gates to run against a tree with some files served mutated. A result is
+what that child established, as data (outcomes, coverage, what it imported), whichever machine ran it. The
+phases (`verify.run.phases`, `verify.run.checks`) see only `JobExecutor`: they never know whether children
+are forked here (`verify.run.executor`) or run as Ray tasks on a cluster (`verify.run.cluster`). Knows
+nothing of forking, pytest or Ray; the Ray executor is imported only when asked for.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from verify.report.verdict import GateOutcome
+from verify.run.settings import ConfigError, ProjectConfig
+
+__all__ = ["Job", "JobExecutor", "JobResult", "open_executor"]
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    key: str  # unique within one `JobExecutor.run` call
+    gate_ids: tuple[str, ...]  # node ids to run; () runs every gate under the configured gate paths
+    timeout_s: float  # on an idle machine; stretched by the load measured while the job runs
+    overrides: tuple[tuple[str, str], ...] = ()  # (file relative to root, text served instead)
+    measure_coverage: bool = False
+    force_fail: bool = False
+    # First-kill mode: stop once a gate's own check fired and these gates have run; None runs every gate.
+    stop_after: tuple[str, ...] | None = None
+    share_bytecode: bool = False  # an unmutated run whose bytecode later children load (never a mutant's)
+    # Children of one `run` call that name the same group share its gates: each gate file is run by whichever
+    # of them claims it first, in collection order (one run of the gates spread over the workers).
+    claims: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobResult:
+    key: str
+    # "done" (the child finished pytest), "timeout", "died" (a signal or an exit), or "lost" (the machine
+    # running it went away, on every retry: harness trouble, never evidence about the mutant)
+    state: str
+    duration_s: float
+    outcomes: tuple[GateOutcome, ...] = ()
+    reason: str = ""
+    pytest_exit: int = 0
+    loaded: tuple[str, ...] = ()  # mutated files the child actually imported
+    collect_errors: tuple[tuple[str, str], ...] = ()
+    coverage: dict[str, Any] | None = None  # {"lines": ..., "fixtures": ...} when measured
+    order: tuple[str, ...] = ()  # every gate the child collected, in collection order
+
+
+class JobExecutor(Protocol):
+    """Runs jobs in fresh children; a context manager whose `with` block holds whatever the children share
+    (a pristine copy of the project, warm imports, a cluster connection)."""
+
+    config: ProjectConfig
+
+    def __enter__(self) -> JobExecutor: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    @property
+    def default_jobs(self) -> int:
+        """Children at once when neither --jobs nor [tool.dflash] jobs says: this executor's own capacity."""
+        ...
+
+    def run(
+        self, jobs: Sequence[Job], num_jobs: int, on_done: Callable[[JobResult], None] | None = None
+    ) -> list[JobResult]:
+        """Run every job, up to `num_jobs` at once; results in job order. `on_done` sees each as it finishes.
+        On an interrupt every running child is ended before the interrupt propagates."""
+        ...
+
+
+def open_executor(config: ProjectConfig, ray_address: str | None = None) -> JobExecutor:
+    """The executor `config.executor` names (not yet entered). `ray_address` overrides RAY_ADDRESS."""
+    if config.executor == "ray":
+        if importlib.util.find_spec("ray") is None:
+            raise ConfigError(
+                "--executor ray needs Ray, which this environment lacks: pip install 'dflash-verify[ray]' "
+                "(on the driver and on every node of the cluster)"
+            )
+        from verify.run.cluster.executor import RayExecutor
+
+        return RayExecutor(config, ray_address)
+    from verify.run.executor import Executor
+
+    return Executor(config)
