@@ -9,11 +9,15 @@ export DFLASH_REFERENCE_PATH := $(abspath $(REF))
 # Two cores: keep torch from oversubscribing them.
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: install demo verify test lint unit bench fixtures audit sweep clean browser vendor-report
+# The exact versions the tests run with (pyproject.toml holds the ranges a user's environment may satisfy).
+CONSTRAINTS := constraints.txt
+PIP_INSTALL := $(BIN)/pip install -q -c $(CONSTRAINTS)
 
-$(STAMP): pyproject.toml
+.PHONY: install demo verify test lint docs unit dist bench fixtures audit sweep clean browser vendor-report
+
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q -e '.[dev,ray]'
+	$(PIP_INSTALL) -e '.[dev,ray]'
 	touch $@
 
 # The upstream reference (PyPI dflash==0.1.0) is an oracle for tests and the benchmark. It is
@@ -37,10 +41,19 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# The docs site, built offline and strictly (a broken link or a missing page fails); tests/docs runs its examples.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
+
 unit: install browser
 	$(BIN)/pytest
 
-test: lint unit
+test: lint docs unit
+
+# A wheel and an sdist in dist/ (.ci/run installs the wheel into a fresh venv).
+dist: install
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
 
 # The HTML report's browser test needs a real Chromium (Playwright's own browser download cannot work offline).
 # We are root here and in CI (.ci/run), so apt-get installs Debian's chromium, with the fonts the viewer's font
@@ -79,4 +92,4 @@ sweep: install
 	$(BIN)/dflash sweep
 
 clean:
-	rm -rf $(VENV) .cache mutants .dflash-cache
+	rm -rf $(VENV) .cache mutants .dflash-cache site dist

@@ -29,7 +29,7 @@ COPY2 = FIXTURES / "copy-dflash2"
 STRIDE = FIXTURES / "stride-dflash"
 STRIDE2 = FIXTURES / "stride-dflash2"
 # The gates written for the stride pair stay on it: moved to the copy pair (one full `dflash verify`), the
-# acceptance, paths and store gates lost four pinned kills, two of them to timeouts (see README, Fixtures).
+# acceptance, paths and store gates lost four pinned kills, two of them to timeouts (see docs/concepts/fixtures.md).
 # The store gates (test_gate_store_reads) run on the copy pair.
 FIXTURE = STRIDE
 FIXTURE2 = STRIDE2  # the DFlash2 pair: conv layers and the candidate walk

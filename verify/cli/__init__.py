@@ -8,6 +8,8 @@ command group is one module exposing a typer app or a function, registered below
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from verify.cli.fixtures import fixtures_app
@@ -31,9 +33,30 @@ Examples:
   dflash mutations show NAME | git apply --check
   dflash fixtures audit              can the fixture tell a right context from a wrong one?
   dflash sweep runner/batch.py       mutmut's operator mutants against the gates
+  dflash --version
 """
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=HELP, rich_markup_mode=None)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from verify.cli.reporting import tool_version  # installed metadata only: no torch, no pytest
+
+        typer.echo(f"dflash-verify {tool_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the installed version and exit."),
+    ] = False,
+) -> None:
+    """The options every command shares (only --version)."""
+
+
 app.command()(init)
 app.add_typer(verify_app, name="verify")
 app.add_typer(mutations_app, name="mutations")

@@ -1,10 +1,9 @@
 """`dflash sweep [PATHS...]` and `dflash sweep promote MUTANT NAME`: parse, call the sweep, render.
 
 mutmut, libcst and rich load inside the commands, never at `dflash --help`. Exit codes: 0 the score reached
---fail-under; 1 it did not (or the sweep was interrupted); 2 bad input; 3 mutmut could not run the gates (a red
-clean run, an unseen forced failure); 4 some mutant got no verdict (pytest interrupted or failed internally, an
-exit code mutmut cannot classify), as in `dflash verify`.
-"""
+--fail-under; 1 it did not (or the sweep was interrupted); 2 bad input, or a mutmut other than the one the sweep
+reads; 3 mutmut could not run the gates (a red clean run, an unseen forced failure); 4 some mutant got no verdict
+(pytest interrupted or failed internally, an exit code mutmut cannot classify), as in `dflash verify`."""
 
 from __future__ import annotations
 
@@ -112,6 +111,12 @@ def sweep(
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
+    from verify.sweep.requirement import MutmutVersionError, require_mutmut
+
+    try:  # before anything imports mutmut: another version would fail there with a traceback
+        require_mutmut()
+    except MutmutVersionError as error:
+        raise _fail(str(error)) from None
     from verify.cli.reporting import run_info
     from verify.report.summary import judge
     from verify.report.verdict import Status

@@ -8,10 +8,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import sys
-from pathlib import Path, PurePosixPath
 
 from verify.mutation import Mutation, MutationError, all_mutations, reset_registry
-from verify.run.layout import imported_names, module_name, resolves_inside
+from verify.run.layout import mutation_file_problem, namespace_root_problem, resolves_inside
 from verify.run.settings import ConfigError, ProjectConfig
 
 __all__ = ["check_mutation_files", "load_mutations"]
@@ -54,44 +53,14 @@ def _import_catalog(config: ProjectConfig, name: str) -> int:
     return added
 
 
-def _check_namespace_roots(config: ProjectConfig) -> None:
-    """A source root folder without __init__.py is a folder of import roots (`src`); if the gates import it by
-    its own name, it is a namespace package and its modules would be imported past the import hook."""
-    gate_files = [f for rel in config.gates for f in ([config.root / rel] if rel.endswith(".py") else
-                  sorted((config.root / rel).rglob("*.py")))]  # fmt: skip
-    imported = imported_names(gate_files)
-    for rel in config.source_roots:
-        path = config.root / rel
-        if path.is_dir() and not (path / "__init__.py").is_file() and path.name in imported:
-            raise ConfigError(
-                f"[tool.dflash] source_roots names {rel!r}, a folder without __init__.py that the gates import as "
-                f"`{path.name}`: add {rel}/__init__.py, or name the folder that holds it "
-                f"(source_roots = [{str(Path(rel).parent.as_posix())!r}] with the package alone in it)"
-            )
-
-
 def check_mutation_files(config: ProjectConfig, mutations: dict[str, Mutation]) -> None:
     """Every mutated file lies under a source root and imports, from the private copy, under a name the
     import hook serves; otherwise its mutant could never reach a gate and every verdict would be a survival."""
-    packages = set(config.source_packages)
-    roots = ", ".join(config.source_roots)
-    _check_namespace_roots(config)
-    for mutation in mutations.values():
-        file = PurePosixPath(mutation.file)
-        if not any(file == PurePosixPath(r) or file.is_relative_to(PurePosixPath(r)) for r in config.source_roots):
-            raise ConfigError(
-                f"mutation {mutation.name!r} mutates {mutation.file}, outside [tool.dflash] source_roots ({roots}): "
-                "only files under the source roots are copied and served to the gates"
-            )
-        if not (config.root / mutation.file).is_file():
-            continue  # stale: the run reports it
-        name = module_name(mutation.file, config.root, config.import_paths)
-        if name is None or name.partition(".")[0] not in packages:
-            raise ConfigError(
-                f"mutation {mutation.name!r}: {mutation.file} does not import from the source roots ({roots}) as a "
-                f"module of {', '.join(sorted(packages)) or 'any package'}: name the folder that holds your "
-                "top-level packages (`src` in a src/ layout) or the package itself in source_roots"
-            )
+    problem = namespace_root_problem(config.root, config.gates, config.source_roots) or next(
+        filter(None, (mutation_file_problem(config, m.name, m.file) for m in mutations.values())), None
+    )
+    if problem:
+        raise ConfigError(problem)
 
 
 def load_mutations(config: ProjectConfig) -> dict[str, Mutation]:

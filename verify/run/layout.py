@@ -13,8 +13,16 @@ import importlib.util
 import sys
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
+from typing import Protocol
 
-__all__ = ["imported_names", "is_project_file", "module_name", "resolves_inside"]
+__all__ = [
+    "imported_names",
+    "is_project_file",
+    "module_name",
+    "mutation_file_problem",
+    "namespace_root_problem",
+    "resolves_inside",
+]
 
 
 def is_project_file(path: Path, root: Path) -> bool:
@@ -83,3 +91,54 @@ def imported_names(files: Sequence[Path]) -> set[str]:
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names.add(node.module.partition(".")[0])
     return names
+
+
+class _Layout(Protocol):
+    """What the mutation-file check reads of a project's settings (a ProjectConfig)."""
+
+    @property
+    def root(self) -> Path: ...
+    @property
+    def source_roots(self) -> tuple[str, ...]: ...
+    @property
+    def import_paths(self) -> tuple[str, ...]: ...
+    @property
+    def source_packages(self) -> tuple[str, ...]: ...
+
+
+def namespace_root_problem(root: Path, gates: Sequence[str], source_roots: Sequence[str]) -> str | None:
+    """A source root folder without __init__.py is a folder of import roots (`src`); if the gates import it by
+    its own name, it is a namespace package and its modules would be imported past the import hook."""
+    gate_files = [f for rel in gates for f in ([root / rel] if rel.endswith(".py") else
+                  sorted((root / rel).rglob("*.py")))]  # fmt: skip
+    imported = imported_names(gate_files)
+    for rel in source_roots:
+        path = root / rel
+        if path.is_dir() and not (path / "__init__.py").is_file() and path.name in imported:
+            return (
+                f"[tool.dflash] source_roots names {rel!r}, a folder without __init__.py that the gates import as "
+                f"`{path.name}`: add {rel}/__init__.py, or name the folder that holds it "
+                f"(source_roots = [{str(Path(rel).parent.as_posix())!r}] with the package alone in it)"
+            )
+    return None
+
+
+def mutation_file_problem(layout: _Layout, name: str, file: str) -> str | None:
+    """Why mutation `name`'s `file` could never reach a gate (outside the source roots, or not importable from
+    them under a name they serve), or None. A missing file is left to the run, which reports it stale."""
+    path, packages, roots = PurePosixPath(file), set(layout.source_packages), ", ".join(layout.source_roots)
+    if not any(path == PurePosixPath(r) or path.is_relative_to(PurePosixPath(r)) for r in layout.source_roots):
+        return (
+            f"mutation {name!r} mutates {file}, outside [tool.dflash] source_roots ({roots}): "
+            "only files under the source roots are copied and served to the gates"
+        )
+    if not (layout.root / file).is_file():
+        return None
+    imported_as = module_name(file, layout.root, layout.import_paths)
+    if imported_as is None or imported_as.partition(".")[0] not in packages:
+        return (
+            f"mutation {name!r}: {file} does not import from the source roots ({roots}) as a "
+            f"module of {', '.join(sorted(packages)) or 'any package'}: name the folder that holds your "
+            "top-level packages (`src` in a src/ layout) or the package itself in source_roots"
+        )
+    return None

@@ -121,7 +121,7 @@ def _layout(root: Path) -> tuple[str, tuple[str, ...], list[Path]]:
         return "module", tuple(p.name for p in modules), modules
     raise ScaffoldError(
         f"no Python package found in {root} (looked for src/PKG/__init__.py, PKG/__init__.py and modules at the "
-        "root): write [tool.dflash] by hand (README: Use it on your engine)"
+        "root): write [tool.dflash] by hand (docs: reference/configuration.md)"
     )
 
 
@@ -175,7 +175,7 @@ def detect(root: Path) -> Scaffold:
         return Scaffold(root, layout, roots, catalog, rel.as_posix(), module, found[0], found[1], found[2])
     raise ScaffoldError(
         f"no function with a one-line `return <value>` found under {', '.join(roots)} to write an example mutation "
-        "of: write the catalog by hand (README: Use it on your engine)"
+        "of: write the catalog by hand (docs: how-to/write-a-mutation.md)"
     )
 
 

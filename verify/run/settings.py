@@ -14,16 +14,9 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-__all__ = [
-    "DEVICES",
-    "EXECUTORS",
-    "ConfigError",
-    "JobResources",
-    "ProjectConfig",
-    "load_config",
-    "with_overrides",
-]
+__all__ = ["DEVICES", "EXECUTORS", "ConfigError", "JobResources", "ProjectConfig", "load_config", "with_overrides"]
 
 EXECUTORS = ("fork", "ray")
 DEVICES = ("cpu", "cuda")
@@ -63,54 +56,75 @@ def _default_preload() -> tuple[str, ...]:
     return ("torch",) if importlib.util.find_spec("torch") is not None else ()
 
 
+def _key(default: object, doc: str) -> Any:
+    """A `[tool.dflash]` key: its default (a callable makes a fresh one) and the docs sentence shown for it."""
+    if callable(default):
+        return field(default_factory=default, metadata={"doc": doc})
+    return field(default=default, metadata={"doc": doc})
+
+
 @dataclass(frozen=True, slots=True)
 class ProjectConfig:
+    """The `[tool.dflash]` table. Every field but `root` is a key; its `metadata["doc"]` is its user docs."""
+
     root: Path
-    mutation_modules: tuple[str, ...] = ("mutations",)
-    gates: tuple[str, ...] = ("tests/gates",)
-    gate_marker: str = "gate"  # pytest marker expression that selects the gates under `gates`
-    source_roots: tuple[str, ...] = ("runner",)
-    jobs: int = 0  # 0: one child per CPU
-    timeout_factor: float = 10.0  # a mutant may take this many times the baseline of the gates it runs
-    timeout_min_s: float = 10.0
-    baseline_timeout_s: float = 1800.0
-    preload: tuple[str, ...] = field(default_factory=_default_preload)
-    required: tuple[str, ...] | None = None  # None: every mutation is required to be killed
-    # Exception types that are the project's own named checks (dotted "module.Class", or a bare class name):
-    # a gate red by one of these (or a subclass) "caught" the bug rather than crashed on it.
-    invariant_errors: tuple[str, ...] = ("runner.errors.RunnerError",)
-    # Pristine re-runs, after the mutations, of every gate that turned red: a gate red on the unmutated tree
-    # in any of them is flaky and its kills do not count. Three in a row catch any gate that fails one run in
-    # three or more often; one failing at random with probability p escapes with (1 - p) ** 3.
-    flake_reruns: int = 3
-    executor: str = field(
-        default="fork",
-        metadata={"doc": "Where children run: `fork` (this machine) or `ray` (a Ray cluster; `pip install "
-                  "'dflash-verify[ray]'`). `--executor` overrides it."},
-    )  # fmt: skip
-    device: str = field(
-        default="cpu",
-        metadata={"doc": "The device the gates build their engines on (`cpu` or `cuda`; children see it as "
-                  "DFLASH_DEVICE, each forked child its own GPU). `--device` overrides it."},
-    )  # fmt: skip
-    job_resources: JobResources = field(
-        default_factory=JobResources,
-        metadata={"doc": "What each job reserves on a Ray cluster, e.g. {num_cpus = 1, num_gpus = 1}; only "
-                  "`--executor ray` reads it."},
-    )  # fmt: skip
-    writable: tuple[str, ...] = field(
-        default=(),
-        metadata={
-            "doc": "Folders or files outside the project that gates may write (absolute or ~/...), beside each "
-            "child's own copy and temp dir: confinement makes every other path read-only to a child."
-        },
+    mutation_modules: tuple[str, ...] = _key(
+        ("mutations",),
+        "Required: your catalog modules (a package means all its submodules). A module outside your project, "
+        "one that fails to import or one that registers nothing is exit 2.",
     )
-    observe: str = field(
-        default="",
-        metadata={
-            "doc": "Your engine's observer factory, 'module:function', for `dflash verify explain` (how-to/observe)."
-        },
+    gates: tuple[str, ...] = _key(("tests/gates",), "The paths (folders or files) that hold the gates.")
+    gate_marker: str = _key(
+        "gate", "The pytest marker expression that selects the gates under `gates`; when nothing is selected the "
+        "error names both.",
+    )  # fmt: skip
+    source_roots: tuple[str, ...] = _key(
+        ("runner",), 'What the gates import: `["src"]` in a src/ layout, `["mypkg"]` flat, `["engine.py"]`, or '
+        "several; namespace packages work. A mutated file outside them is exit 2.",
+    )  # fmt: skip
+    jobs: int = _key(0, "Children run in parallel; 0 means one per CPU.")
+    timeout_factor: float = _key(
+        10.0, "A mutant's budget is this many times the baseline time of the gates it runs (at least "
+        "timeout_min_s), stretched by the machine's measured load.",
+    )  # fmt: skip
+    timeout_min_s: float = _key(10.0, "The least budget, in seconds, a mutant's gates get.")
+    baseline_timeout_s: float = _key(1800.0, "The budget, in seconds, of the unmutated baseline run of the gates.")
+    preload: tuple[str, ...] = _key(
+        _default_preload,
+        'Modules the warm parent imports once before forking, e.g. `["torch", "transformers.models.qwen3"]`; '
+        'default `["torch"]` where torch is installed.',
     )
+    required: tuple[str, ...] | None = _key(
+        None, "The mutations that must be killed or caught for exit 0; default: every registered mutation."
+    )
+    invariant_errors: tuple[str, ...] = _key(
+        ("runner.errors.RunnerError",),
+        'Your engine\'s named check exceptions (`"mypkg.errors.InvariantError"`, or a bare class name): a gate red '
+        "by one of them, or a subclass, caught the bug (status `caught`).",
+    )
+    # Three in a row catch any gate that fails one run in three or more; one failing at random with
+    # probability p escapes with (1 - p) ** 3.
+    flake_reruns: int = _key(
+        3, "Re-runs, in a row on the unmutated tree, of every gate that turned red: one red there is flaky and "
+        "its kills do not count.",
+    )  # fmt: skip
+    executor: str = _key(
+        "fork", "Where children run: `fork` (this machine) or `ray` (a Ray cluster; `pip install "
+        "'dflash-verify[ray]'`). `--executor` overrides it.",
+    )  # fmt: skip
+    device: str = _key(
+        "cpu", "The device the gates build their engines on (`cpu` or `cuda`; children see it as DFLASH_DEVICE, "
+        "each forked child its own GPU). `--device` overrides it.",
+    )  # fmt: skip
+    job_resources: JobResources = _key(
+        JobResources, "What each job reserves on a Ray cluster, e.g. {num_cpus = 1, num_gpus = 1}; only "
+        "`--executor ray` reads it.",
+    )  # fmt: skip
+    writable: tuple[str, ...] = _key(
+        (), "Folders or files outside the project that gates may write (absolute or ~/...), beside each child's "
+        "own copy and temp dir: confinement makes every other path read-only to a child.",
+    )  # fmt: skip
+    observe: str = _key("", "Your engine's observer factory, 'module:function', for `dflash verify explain`.")
 
     def __post_init__(self) -> None:
         for name in ("mutation_modules", "gates", "source_roots", "preload", "invariant_errors"):

@@ -1,0 +1,118 @@
+"""mkdocs hook: the reference pages' generated parts, rendered from the code at build time so they cannot drift.
+
+A page asks for a part with a marker line `<!-- generated: NAME -->`: `cli` (every command's `--help`, from the
+typer app), `config-keys` (the `[tool.dflash]` keys from `ProjectConfig`'s field definitions and their
+`metadata["doc"]`) and `catalog` (the embedded mutation catalog from its registry). Knows nothing of the site's
+theme; imports the CLI and the settings, never torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.MULTILINE)
+HELP_WIDTH = 100  # the terminal width the `--help` texts are rendered at
+
+
+def _commands() -> Iterator[list[str]]:
+    """Every command path of the app, groups before their subcommands, in registration order."""
+    import typer
+
+    from verify.cli import app
+
+    def walk(command: Any, path: list[str]) -> Iterator[list[str]]:
+        yield path
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from walk(sub, [*path, name])
+
+    yield from walk(typer.main.get_command(app), [])
+
+
+def cli_reference() -> str:
+    """One section a command: its heading and its `--help`, exactly as a terminal shows it."""
+    from typer.testing import CliRunner
+
+    from verify.cli import app
+
+    sections = []
+    for path in _commands():
+        result = CliRunner().invoke(app, [*path, "--help"], prog_name="dflash", terminal_width=HELP_WIDTH)
+        if result.exit_code != 0:
+            raise RuntimeError(f"dflash {' '.join(path)} --help exited {result.exit_code}: {result.output}")
+        title = " ".join(["dflash", *path])
+        sections.append(f"## `{title}`\n\n```text\n{result.output.rstrip()}\n```\n")
+    return "\n".join(sections)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _toml(value: object) -> str:
+    """A default as TOML shows it: lists, strings, numbers, and a record (job_resources) as an inline table."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in dataclasses.asdict(value).items()) + "}"
+    return json.dumps(list(value) if isinstance(value, tuple) else value)
+
+
+def config_keys() -> str:
+    """The `[tool.dflash]` keys: name, default and the field's own doc sentence."""
+    from verify.run.settings import ProjectConfig
+
+    rows = ["| key | default | meaning |", "| --- | --- | --- |"]
+    for field in dataclasses.fields(ProjectConfig):
+        if field.name == "root":  # the folder holding pyproject.toml, not a key
+            continue
+        doc = field.metadata.get("doc")
+        if not doc:
+            raise RuntimeError(f"ProjectConfig.{field.name} has no metadata['doc'] for the configuration reference")
+        if doc.startswith("Required: "):
+            default, doc = "(required)", doc.removeprefix("Required: ")
+            doc = doc[:1].upper() + doc[1:]
+        elif field.default_factory is not dataclasses.MISSING:
+            default = f"`{_toml(field.default_factory())}`"
+        else:
+            default = "(not set)" if field.default is None else f"`{_toml(field.default)}`"
+        rows.append(f"| `{field.name}` | {default} | {_cell(doc)} |")
+    return "\n".join(rows) + "\n"
+
+
+def catalog() -> str:
+    """The embedded catalog: name, mutated file, bug class and the gates pinned to kill it."""
+    from verify.run.settings import load_config, load_mutations
+
+    mutations = load_mutations(load_config(ROOT))
+    rows = [
+        f"The embedded catalog registers {len(mutations)} mutations.\n",
+        "| mutation | file | bug class | pinned gates |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, mutation in sorted(mutations.items()):
+        pins = ", ".join(f"`{pin}`" for pin in mutation.expect_killed_by) or "-"
+        rows.append(f"| `{name}` | `{Path(mutation.file).name}` | {_cell(mutation.bug_class)} | {pins} |")
+    return "\n".join(rows) + "\n"
+
+
+GENERATORS = {"cli": cli_reference, "config-keys": config_keys, "catalog": catalog}
+
+
+def render(markdown: str) -> str:
+    """`markdown` with every generated part filled in; an unknown part is an error, never left blank."""
+
+    def fill(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in GENERATORS:
+            raise RuntimeError(f"unknown generated part {name!r} (known: {', '.join(GENERATORS)})")
+        return GENERATORS[name]()
+
+    return MARKER.sub(fill, markdown)
+
+
+def on_page_markdown(markdown: str, **_: Any) -> str:
+    return render(markdown)
