@@ -85,7 +85,8 @@ def config_keys() -> str:
 
 def catalog() -> str:
     """The embedded catalog: name, mutated file, bug class and the gates pinned to kill it."""
-    from verify.run.settings import load_config, load_mutations
+    from verify.run.catalog import load_mutations
+    from verify.run.settings import load_config
 
     mutations = load_mutations(load_config(ROOT))
     rows = [
