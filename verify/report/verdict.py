@@ -171,10 +171,6 @@ class RunReport:
     # detects changes to the project afterwards); "" where unknown (a merged or older report).
     confinement: str = ""
 
-    @property
-    def unconfined(self) -> bool:
-        return self.confinement.startswith("off")
-
     def count(self, status: Status) -> int:
         return sum(1 for r in self.mutations if r.status is status)
 

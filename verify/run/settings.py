@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from verify.mutation import Mutation, MutationError, all_mutations, reset_registry
+from verify.run.confine import WRITABLE_DOC, check_writable
 from verify.run.layout import imported_names, module_name, resolves_inside
 
 __all__ = ["ConfigError", "ProjectConfig", "check_mutation_files", "load_config", "load_mutations", "project_files"]
@@ -53,13 +54,7 @@ class ProjectConfig:
     # in any of them is flaky and its kills do not count. Three in a row catch any gate that fails one run in
     # three or more often; one failing at random with probability p escapes with (1 - p) ** 3.
     flake_reruns: int = 3
-    writable: tuple[str, ...] = field(
-        default=(),
-        metadata={
-            "doc": "Folders or files outside the project that gates may write (absolute or ~/...), beside each "
-            "child's own copy and temp dir: confinement makes every other path read-only to a child."
-        },
-    )
+    writable: tuple[str, ...] = field(default=(), metadata={"doc": WRITABLE_DOC})  # see verify.run.confine
 
     def __post_init__(self) -> None:
         for name in ("mutation_modules", "gates", "source_roots", "preload", "invariant_errors"):
@@ -83,27 +78,7 @@ class ProjectConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ConfigError(f"[tool.dflash] {name} must be a positive number, got {value!r}")
-        self._check_writable()
-
-    def _check_writable(self) -> None:
-        """A writable path is the user's own choice outside the project: the project never is one."""
-        if not isinstance(self.writable, tuple) or not all(isinstance(item, str) and item for item in self.writable):
-            raise ConfigError("[tool.dflash] writable must be a list of non-empty strings")
-        root = Path(self.root).resolve()
-        for item, path in zip(self.writable, self.writable_paths, strict=True):
-            if not path.is_absolute():
-                raise ConfigError(f"[tool.dflash] writable: {item!r} must be absolute or start with ~/")
-            if path.is_relative_to(root) or root.is_relative_to(path):
-                raise ConfigError(
-                    f"[tool.dflash] writable: {item!r} holds or lies inside the project ({root}): the project is "
-                    "never writable to a child; name a folder outside it"
-                )
-
-    @property
-    def writable_paths(self) -> tuple[Path, ...]:
-        """`writable`, with ~ expanded and links resolved (confinement applies to the real folder)."""
-        return tuple(Path(item).expanduser().resolve() if Path(item).expanduser().is_absolute() else Path(item)
-                     for item in self.writable)  # fmt: skip
+        check_writable(self.root, self.writable, ConfigError)
 
     @property
     def num_jobs(self) -> int:
