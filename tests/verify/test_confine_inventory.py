@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from verify.run.confine import writable_paths
 from verify.run.inventory import diff, snapshot
 from verify.run.settings import ConfigError, ProjectConfig
 
@@ -76,4 +77,4 @@ def test_writable_may_not_open_the_project(tmp_path: Path, where: str) -> None:
         ProjectConfig(root=root, writable=(str(path),))
     with pytest.raises(ConfigError, match="absolute"):
         ProjectConfig(root=root, writable=("relative/dir",))
-    assert ProjectConfig(root=root, writable=("~/.cache/x",)).writable_paths[0].is_absolute()
+    assert writable_paths(ProjectConfig(root=root, writable=("~/.cache/x",)).writable)[0].is_absolute()

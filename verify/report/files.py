@@ -256,6 +256,6 @@ def merge(paths: Sequence[Path], allow_partial: bool = False) -> tuple[RunReport
         flaky_gates=tuple(sorted({g for r in reports for g in r.flaky_gates})),
         harness_errors=tuple(e for r in reports for e in r.harness_errors),
         first_kill=any(r.first_kill for r in reports),
-        confinement=next((r.confinement for r in reports if r.unconfined), first.confinement),
+        confinement=next((r.confinement for r in reports if r.confinement.startswith("off")), first.confinement),
     )
     return merged, details

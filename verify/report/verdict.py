@@ -170,10 +170,6 @@ class RunReport:
     # What kept children out of the user's files: "landlock ABI n", "off: why" (detection only), "" unknown.
     confinement: str = ""
 
-    @property
-    def unconfined(self) -> bool:
-        return self.confinement.startswith("off")
-
     def count(self, status: Status) -> int:
         return sum(1 for r in self.mutations if r.status is status)
 

@@ -24,7 +24,7 @@ import pytest
 
 from verify.run import coverage_map
 from verify.run.apply import MutantFinder
-from verify.run.confine import confine
+from verify.run.confine import confine, writable_paths
 from verify.run.recorder import Recorder
 from verify.run.settings import ProjectConfig
 
@@ -125,7 +125,7 @@ def run_child(config: ProjectConfig, job: Any, pristine: Path, paths: JobPaths, 
     shares with the sibling children that split its gates (None: it runs them all)."""
     # Before any of the project's code runs, and while this process has one thread: every later thread and
     # process inherits the restriction. A kernel that has Landlock and refuses it raises: never unconfined.
-    confine([paths.base, *([claims] if claims is not None else []), *config.writable_paths])
+    confine([paths.base, *([claims] if claims is not None else []), *writable_paths(config.writable)])
     private = _isolate(config, job, pristine, paths)
     overrides = {str(private / rel): text for rel, text in job.overrides}
     finder = MutantFinder([private / rel for rel in config.import_paths], config.source_packages, overrides)

@@ -6,9 +6,11 @@ each finished job leaves its wall-clock window (its key and when it ran). When t
 child left behind that escaped its process group (a daemon that called setsid) is killed (the parent is
 their subreaper for the run's length, so they come back to it), and only then is the project inventoried
 again: a late write cannot land after the check. Any difference is a harness error naming each file and
-the jobs that were running when it changed (its ctime). Left out: the tool's cache, the run's own report
-files, and bytecode the parent itself compiled while the run imported its report modules. Home folders
-cannot be inventoried; confinement keeps children out of them where the kernel has Landlock.
+the jobs that were running when it changed (its ctime); those jobs' verdicts are then void. Left out: the
+tool's cache, the run's own report files, a temp dir inside the project, and bytecode the parent itself
+compiled while the run imported its report modules. Of the home only the start-up and credential files are
+inventoried (`verify.run.inventory.HOME_FILES`); confinement keeps children out of the rest. Knows nothing
+of mutations, verdicts or how the executor starts its children.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import ctypes
 import os
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -96,6 +99,10 @@ class TreeGuard:
             resolved = Path(path).resolve()
             if resolved.is_relative_to(self.root):
                 skip.add(resolved.relative_to(self.root).as_posix())
+        # A temp dir inside the project (TMPDIR=./tmp) holds the executor's copies, which come and go.
+        temp = Path(tempfile.gettempdir()).resolve()
+        if temp.is_relative_to(self.root) and temp != self.root:
+            skip.add(temp.relative_to(self.root).as_posix())
         self._skip = skip
         self._windows: list[_Window] = []
         # Resolved now: the home the children see is the one in this process's environment when the run starts.
@@ -106,7 +113,6 @@ class TreeGuard:
         self._was_subreaper = 0
         self.errors: tuple[str, ...] = ()
         self.culprits: dict[str, list[str]] = {}  # job key -> the files that changed while it ran
-        self.killed = 0  # processes a child left behind, killed at the end
 
     def watch(self, executor: E) -> E:
         """The executor, recording each job's window (an executor in all but type, so the cast is exact)."""
@@ -121,7 +127,7 @@ class TreeGuard:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.killed = self._kill_leftovers()
+        self._kill_leftovers()
         _libc().prctl(_PR_SET_CHILD_SUBREAPER, self._was_subreaper, 0, 0, 0)
         home = sorted({*self._home_files, *home_paths(self._home)})  # a .pth file made during the run too
         after = snapshot(self.root, self._skip, home)
@@ -129,10 +135,9 @@ class TreeGuard:
         if changes:
             self.errors = (self._describe(changes),)
 
-    def _kill_leftovers(self) -> int:
+    def _kill_leftovers(self) -> None:
         """Kill what the run's children left running outside their process groups; their own orphans come back
         here in turn, so until none is left."""
-        killed = 0
         for _ in range(50):
             stray = _children() - self._children
             if not stray:
@@ -142,8 +147,6 @@ class TreeGuard:
                     os.kill(pid, signal.SIGKILL)
                 with contextlib.suppress(ChildProcessError):
                     os.waitpid(pid, 0)
-                killed += 1
-        return killed
 
     def _describe(self, changes: list[Change]) -> str:
         parts = []

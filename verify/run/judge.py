@@ -9,11 +9,12 @@ unmutated tree are left out of every verdict. Pure functions of records: no proc
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+from collections.abc import Iterable, Sequence
 
 from verify.report.verdict import GateOutcome, MutationResult, Outcome, Status, status_from
 
-__all__ = ["needs_second_attempt", "resolve", "verdict"]
+__all__ = ["needs_second_attempt", "resolve", "verdict", "voided"]
 
 
 def needs_second_attempt(outcomes: Iterable[GateOutcome], flaky: frozenset[str] = frozenset()) -> bool:
@@ -95,3 +96,10 @@ def verdict(
         elif never_imported:
             reason = f"the gates never imported {never_imported}"
     return MutationResult(name, status, killed_by, ran, round(duration_s, 3), reason, outcomes, False, attempts)
+
+
+def voided(result: MutationResult, paths: Sequence[str]) -> MutationResult:
+    """No verdict for a mutant that changed the user's files while it ran: an error (never cached), so the next
+    run tries it again and finds it again."""
+    why = f"changed the user's files while it ran: {', '.join(paths[:3])}" + ("..." if len(paths) > 3 else "")
+    return dataclasses.replace(result, status=Status.ERROR, reason=why)

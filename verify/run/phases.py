@@ -4,9 +4,8 @@
 Each mutation runs in a fresh child against the gates that reach its lines (`verify.run.judge` says when a
 second child is needed and what two attempts mean). Every final verdict goes into the cache and the
 partial report as it arrives, so an interrupted run loses nothing it finished and the next run resumes.
-At the end the user's tree must be byte-identical to what it was at the start: `verify.run.guard` inventories
-it around the run and names the child that changed a file. This module wires the pieces and returns a
-`RunReport`; it never prints.
+At the end the user's tree must be byte-identical to what it was at the start (`verify.run.guard`). This
+module wires the pieces and returns a `RunReport`; it never prints.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from verify.run.executors import open_executor
 from verify.run.guard import TreeGuard
 from verify.run.interrupts import interrupt_signal, signals_as_interrupts
 from verify.run.jobs import Job, JobExecutor, JobResult
-from verify.run.judge import needs_second_attempt, resolve, verdict
+from verify.run.judge import needs_second_attempt, resolve, verdict, voided
 from verify.run.order import expected_s, kill_order, pinned
 from verify.run.probe import check_sources_imported
 from verify.run.selection import RunOptions, SelectionError, Shard, select
@@ -252,15 +251,6 @@ def _past_flaky(run: _Run, ex: JobExecutor, progress: Progress) -> None:
     run.on_report(run.report())
 
 
-def _blame(run: _Run, culprits: dict[str, list[str]]) -> None:
-    """A mutant that changed the user's files while it ran gets no verdict: an error, uncached (tried again)."""
-    for name, paths in culprits.items():
-        if name in run.results and (plan := run.plans.get(name)) is not None:
-            why = f"changed the user's files while it ran: {', '.join(paths[:3])}" + ("..." if len(paths) > 3 else "")
-            run.results[name] = dataclasses.replace(run.results[name], status=Status.ERROR, reason=why)
-            run.cache.forget(plan.key)
-
-
 def run_verify(
     config: ProjectConfig,
     mutations: Mapping[str, Mutation],
@@ -294,7 +284,10 @@ def run_verify(
     if not run.interrupted_by and cache_mod.tree_digest(config) != tree:
         run.harness_errors = ("the project's files changed during the run; its verdicts may mix two trees",)
     run.harness_errors += guard.errors
-    _blame(run, guard.culprits)
+    for name, paths in guard.culprits.items():  # a mutant that changed the user's files gets no verdict
+        if name in run.results and (plan := run.plans.get(name)) is not None:
+            run.results[name] = voided(run.results[name], paths)
+            run.cache.forget(plan.key)
     report = run.report()
     run.on_report(report)
     return report

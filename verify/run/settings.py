@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verify.run.confine import WRITABLE_DOC, check_writable
+
 __all__ = ["DEVICES", "EXECUTORS", "ConfigError", "JobResources", "ProjectConfig", "load_config", "with_overrides"]
 
 EXECUTORS = ("fork", "ray")
@@ -120,10 +122,7 @@ class ProjectConfig:
         JobResources, "What each job reserves on a Ray cluster, e.g. {num_cpus = 1, num_gpus = 1}; only "
         "`--executor ray` reads it.",
     )  # fmt: skip
-    writable: tuple[str, ...] = _key(
-        (), "Folders or files outside the project that gates may write (absolute or ~/...), beside each child's "
-        "own copy and temp dir: confinement makes every other path read-only to a child.",
-    )  # fmt: skip
+    writable: tuple[str, ...] = _key((), WRITABLE_DOC)  # see verify.run.confine
     observe: str = _key("", "Your engine's observer factory, 'module:function', for `dflash verify explain`.")
 
     def __post_init__(self) -> None:
@@ -161,27 +160,7 @@ class ProjectConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ConfigError(f"[tool.dflash] {name} must be a positive number, got {value!r}")
-        self._check_writable()
-
-    def _check_writable(self) -> None:
-        """A writable path is the user's own choice outside the project: the project never is one."""
-        if not isinstance(self.writable, tuple) or not all(isinstance(item, str) and item for item in self.writable):
-            raise ConfigError("[tool.dflash] writable must be a list of non-empty strings")
-        root = Path(self.root).resolve()
-        for item, path in zip(self.writable, self.writable_paths, strict=True):
-            if not path.is_absolute():
-                raise ConfigError(f"[tool.dflash] writable: {item!r} must be absolute or start with ~/")
-            if path.is_relative_to(root) or root.is_relative_to(path):
-                raise ConfigError(
-                    f"[tool.dflash] writable: {item!r} holds or lies inside the project ({root}): the project is "
-                    "never writable to a child; name a folder outside it"
-                )
-
-    @property
-    def writable_paths(self) -> tuple[Path, ...]:
-        """`writable`, with ~ expanded and links resolved (confinement applies to the real folder)."""
-        return tuple(Path(item).expanduser().resolve() if Path(item).expanduser().is_absolute() else Path(item)
-                     for item in self.writable)  # fmt: skip
+        check_writable(self.root, self.writable, ConfigError)
 
     @property
     def num_jobs(self) -> int:
