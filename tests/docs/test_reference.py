@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from verify.run import settings
+from verify.run import catalog, settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,7 +60,7 @@ def test_a_key_without_a_doc_sentence_fails_the_build(monkeypatch: pytest.Monkey
 
 
 def test_the_catalog_table_lists_every_registered_mutation() -> None:
-    mutations = settings.load_mutations(settings.load_config(ROOT))
+    mutations = catalog.load_mutations(settings.load_config(ROOT))
     table = HOOK.catalog()
     assert f"registers {len(mutations)} mutations" in table
     assert set(re.findall(r"^\| `([a-z0-9-]+)` \|", table, re.MULTILINE)) == set(mutations)
