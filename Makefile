@@ -45,8 +45,12 @@ lint: install
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 
+# Test files run on two workers (pytest-xdist, a file's tests stay together so its module fixtures are built
+# once): most of the suite is one-threaded torch or a parent waiting on its children, so two workers use both
+# cores. The verify runs inside the tests scale their budgets by the measured load, as a user's runs do.
+PYTEST_WORKERS ?= 2
 unit: install browser
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 test: lint docs unit
 
