@@ -141,7 +141,17 @@ def engine_counts(folder: Path, setting: Setting, num_draws: int, solo: bool) ->
         )
         for i in range(num_draws)
     ]
-    outs = engine.generate([list(setting.prompt)] * num_draws, params)
+    ids = [engine.add_request(list(setting.prompt), p) for p in params]
+    # A liveness bound, not a timer: every step commits a token to each running row, so a healthy engine is done
+    # within num_draws * (NUM_TOKENS + 1) steps. One that stops admitting (its freed pages leaked) would loop
+    # until the harness's budget and read as a hang; the gate names it instead.
+    limit, steps = num_draws * (NUM_TOKENS + 1) + 16, 0
+    while engine.has_unfinished():
+        if steps == limit:
+            raise AssertionError(f"{setting.id}: the engine made no progress: requests unfinished after {limit} steps")
+        engine.step()
+        steps += 1
+    outs = [engine.output(i) for i in ids]
     tokens = torch.tensor([o.token_ids for o in outs])
     if tokens.shape != (num_draws, NUM_TOKENS):
         raise AssertionError(f"{setting.id}: the engine returned {tokens.shape} tokens, not {NUM_TOKENS} per request")

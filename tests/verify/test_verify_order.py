@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from verify.report.verdict import Baseline, GateOutcome, Outcome
-from verify.run.order import expected_s, kill_order
+from verify.run.order import expected_s, kill_order, pins_first
 
 FAST, MEDIUM, SLOW = "t.py::fast", "t.py::medium", "t.py::slow"
 BASELINE = Baseline(
@@ -26,3 +26,10 @@ def test_a_mutant_pinned_to_a_slow_gate_is_expected_to_take_longer_than_one_with
     assert expected_s(one_slow, (SLOW,), BASELINE, True) == 3.0
     assert expected_s(many, (), BASELINE, True) == 0.1
     assert expected_s(many, (), BASELINE, False) == 3.6  # the full matrix runs every gate
+
+
+def test_the_full_matrix_runs_the_pins_first_and_keeps_the_rest_in_collection_order() -> None:
+    """A mutant hanging a gate collected before its pin must not keep the pin from running (and killing)."""
+    assert pins_first((SLOW, MEDIUM, FAST), ()) == (SLOW, MEDIUM, FAST)
+    assert pins_first((SLOW, MEDIUM, FAST), ("t.py::fast",)) == (FAST, SLOW, MEDIUM)
+    assert pins_first((SLOW, MEDIUM, FAST), ("t.py::medium", "t.py::fast")) == (MEDIUM, FAST, SLOW)

@@ -7,12 +7,20 @@ from __future__ import annotations
 
 from verify.report.verdict import Baseline, matches_gate
 
-__all__ = ["expected_s", "kill_order", "pinned"]
+__all__ = ["expected_s", "kill_order", "pinned", "pins_first"]
 
 
 def pinned(gate_ids: tuple[str, ...], pins: tuple[str, ...]) -> tuple[str, ...]:
     """The gates among `gate_ids` that a mutation's pins name (a node id or a prefix of one)."""
     return tuple(g for g in gate_ids if any(matches_gate(g, pin) for pin in pins))
+
+
+def pins_first(gate_ids: tuple[str, ...], pins: tuple[str, ...]) -> tuple[str, ...]:
+    """Full-matrix order: the pinned gates, then the rest as collected. A mutant that hangs a later gate (one
+    that starves the engine of pages loops until its budget) must not keep its pins from being judged: with
+    them first, a pin's kill is in the journal before the hang, and the verdict needs no confirming child."""
+    first = pinned(gate_ids, pins)
+    return (*first, *(g for g in gate_ids if g not in first))
 
 
 def kill_order(gate_ids: tuple[str, ...], pins: tuple[str, ...], baseline: Baseline) -> tuple[str, ...]:

@@ -25,7 +25,7 @@ from verify.run.guard import TreeGuard
 from verify.run.interrupts import interrupt_signal, signals_as_interrupts
 from verify.run.jobs import Job, JobExecutor, JobResult
 from verify.run.judge import needs_second_attempt, resolve, verdict, voided
-from verify.run.order import expected_s, kill_order, pinned
+from verify.run.order import expected_s, kill_order, pinned, pins_first
 from verify.run.probe import check_sources_imported
 from verify.run.selection import RunOptions, SelectionError, Shard, select
 from verify.run.settings import ProjectConfig
@@ -117,8 +117,8 @@ def _plan(run: _Run, coverage: CoverageMap, tree: str, changed: set[str] | None)
             run.add(unreached, key, emit=False)
         else:
             timeout = budget(run.config, baseline, gate_ids)
-            if options.first_kill:
-                gate_ids = kill_order(gate_ids, mutation.expect_killed_by, baseline)
+            pins = mutation.expect_killed_by
+            gate_ids = kill_order(gate_ids, pins, baseline) if options.first_kill else pins_first(gate_ids, pins)
             expected = expected_s(gate_ids, mutation.expect_killed_by, baseline, options.first_kill)
             run.plans[mutation.name] = plan = _Planned(mutation, applied, key, gate_ids, timeout, expected)
             if (hit := run.cache.get(key) or run.cache.get(full_key)) is not None:
