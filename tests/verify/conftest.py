@@ -57,7 +57,14 @@ class ToyRun:
     before: dict[str, str]
     result: Result
     report: RunReport
-    reports: Path  # directory with report.json, report.xml, report.html, stryker.json
+    reports: Path  # directory with report.json, report.xml, report.html, stryker.json, last-report.json
+
+    def shown_project(self, dest: Path) -> Path:
+        """A private copy of the run's project whose last report is this run's (other tests re-run verify in
+        `root`, each replacing the last report `show` reads: a test of `show` must not depend on their order)."""
+        shutil.copytree(self.root, dest)
+        shutil.copyfile(self.reports / "last-report.json", dest / CACHE_DIR / "last-report.json")
+        return dest
 
 
 @pytest.fixture(scope="session")
@@ -74,6 +81,7 @@ def toy_run(tmp_path_factory: pytest.TempPathFactory) -> ToyRun:
         "--stryker", str(reports / "stryker.json"),
     )  # fmt: skip
     reset_registry()
+    shutil.copyfile(root / CACHE_DIR / "last-report.json", reports / "last-report.json")
     report, _ = read_json(reports / "report.json")
     return ToyRun(root, before, result, report, reports)
 

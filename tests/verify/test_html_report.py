@@ -179,9 +179,8 @@ def test_annotations_put_each_survivor_on_its_anchor_line(toy_run) -> None:
 
 def test_show_writes_the_same_page_and_annotations_from_the_saved_report(toy_run, cli, tmp_path: Path) -> None:
     again = tmp_path / "again.html"
-    shown = cli(
-        "show", "--project", str(toy_run.root), "--no-survivors", "--html", str(again), "--annotations", "github"
-    )
+    root = toy_run.shown_project(tmp_path / "toy")
+    shown = cli("show", "--project", str(root), "--no-survivors", "--html", str(again), "--annotations", "github")
     assert shown.exit_code == 1, shown.output
     stryker = json.loads((toy_run.reports / "stryker.json").read_text())
     # The saved report keeps each mutant's replacement and span: read back, it places every mutant again.
@@ -189,5 +188,5 @@ def test_show_writes_the_same_page_and_annotations_from_the_saved_report(toy_run
     assert (inlined["files"], inlined["testFiles"]) == (stryker["files"], stryker["testFiles"])
     printed = [line for line in shown.output.splitlines() if line.startswith("::")]
     assert printed == github_annotations(stryker)
-    bad = cli("show", "--project", str(toy_run.root), "--annotations", "gitlab")
+    bad = cli("show", "--project", str(root), "--annotations", "gitlab")
     assert bad.exit_code == 2 and "must be one of: github" in bad.output

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 from verify.cli.reporting import LAST_REPORT
 from verify.report.files import read_report
@@ -79,11 +80,12 @@ def test_html_cells_link_to_the_gates_message(toy_run) -> None:
     assert "TypeError" in page  # add-type-error's gate message is on the page
 
 
-def test_show_renders_the_last_report_without_running(toy_run, cli) -> None:
-    saved = toy_run.root / LAST_REPORT
+def test_show_renders_the_last_report_without_running(toy_run, cli, tmp_path: Path) -> None:
+    root = toy_run.shown_project(tmp_path / "toy")
+    saved = root / LAST_REPORT
     report, _, info = read_report(saved)
     assert [r.name for r in report.mutations] == [r.name for r in toy_run.report.mutations]
-    shown = cli("show", "--project", str(toy_run.root))
+    shown = cli("show", "--project", str(root))
     assert shown.exit_code == 1, shown.output
     last = shown.output.rstrip("\n").splitlines()[-1]
     assert last.startswith(verdict_line(judge(report), info.wall_s).split(" | reports")[0].rsplit(" | ", 1)[0])
@@ -91,13 +93,13 @@ def test_show_renders_the_last_report_without_running(toy_run, cli) -> None:
     assert "-    return a + b\n+    return a + b + 1" not in shown.output
     assert "describe-label" in shown.output and "survived" in shown.output
 
-    one = cli("show", "--project", str(toy_run.root), "-m", "add-type-error")
+    one = cli("show", "--project", str(root), "-m", "add-type-error")
     assert one.exit_code == 0, one.output
     assert "TypeError" in one.output and "test_add" in one.output
 
     from_file = cli("show", "--json", str(toy_run.reports / "report.json"), "--no-survivors")
     assert from_file.exit_code == 1 and "add-off-by-one" in from_file.output
-    vacuous = cli("show", "--project", str(toy_run.root), "--vacuous")
+    vacuous = cli("show", "--project", str(root), "--vacuous")
     assert "test_describe_runs" in vacuous.output
 
 
