@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 from verify.run.cluster import tree
 from verify.run.project import project_files
@@ -26,3 +27,28 @@ def test_the_archive_is_named_by_its_contents_and_unpacks_to_the_gates_files(toy
     assert tree.unpacked(digest, None) == unpacked  # the next job on this node reuses it
     (root / "toy" / "arith.py").write_text((root / "toy" / "arith.py").read_text() + "# edited\n")
     assert tree.pack(config)[0] != digest
+
+
+def test_a_node_removes_the_trees_no_job_has_used_for_a_day(toy_copy, tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(tree.tempfile, "gettempdir", lambda: str(tmp_path / "node"))
+    config = load_config(toy_copy())
+    digest, archive = tree.pack(config)
+    home = tree.where(digest).parent
+    home.mkdir(parents=True)
+    day_old = time.time() - tree.IDLE_S - 60
+    stale, recent, half_done = home / ("a" * 64), home / ("b" * 64), home / ".cccccccccccc-x1"
+    for folder in (stale, recent, half_done):
+        (folder / "toy").mkdir(parents=True)
+        (folder / "toy" / "arith.py").write_text("old revision\n")
+    os.utime(stale, (day_old, day_old))
+    os.utime(half_done, (day_old, day_old))
+    unpacked = tree.unpacked(digest, archive)
+    assert unpacked is not None and unpacked.is_dir()
+    assert sorted(p.name for p in home.iterdir()) == sorted([recent.name, digest])  # the idle ones are gone
+    # A tree in use is touched at every job, so a sibling's prune never takes it.
+    os.utime(unpacked, (day_old, day_old))
+    tree.touch(digest)
+    assert unpacked.stat().st_mtime > day_old + 3600
+    os.utime(recent, (day_old, day_old))
+    assert tree.unpacked(digest, None) == unpacked  # reusing a tree prunes nothing: only a new unpack does
+    assert recent.is_dir()

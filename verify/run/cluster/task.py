@@ -18,7 +18,7 @@ from typing import Any
 import ray
 
 from verify.run.cluster.server import NodeServer
-from verify.run.cluster.tree import unpacked
+from verify.run.cluster.tree import touch, unpacked
 from verify.run.jobs import Job, JobResult
 from verify.run.settings import ProjectConfig
 
@@ -33,6 +33,7 @@ def _server(digest: str, archive: list[Any], config: ProjectConfig) -> NodeServe
     key = (digest, config, os.environ.get("CUDA_VISIBLE_DEVICES", ""))
     server = _SERVERS.get(key)
     if server is not None and server.alive:
+        touch(digest)  # a tree in use is never idle: a sibling's prune keeps it
         return server
     for old in _SERVERS.values():
         old.close()

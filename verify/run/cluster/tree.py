@@ -3,7 +3,9 @@
 No filesystem is shared between the driver and the workers: the files the gates run against
 (`project_files`) travel as a tar archive in Ray's object store, named by the digest of their paths and
 bytes. A node unpacks a digest once into its temp folder (atomically: a half-unpacked tree is never seen by
-a sibling worker) and every later job there reuses it. Knows nothing of Ray or jobs.
+a sibling worker) and every later job there reuses it. Every use touches the tree; a node that unpacks a new
+tree removes the ones no job has used for a day (and unpacks a crash left half-done), so a long-lived cluster
+does not keep every revision it ever ran. Knows nothing of Ray or jobs.
 """
 
 from __future__ import annotations
@@ -14,14 +16,18 @@ import os
 import shutil
 import tarfile
 import tempfile
+import time
 from pathlib import Path
 
 from verify.run.project import project_files
 from verify.run.settings import ProjectConfig
 
-__all__ = ["pack", "unpacked"]
+__all__ = ["pack", "touch", "unpacked"]
 
 _HOME = "dflash-verify-trees"
+# A tree no job has touched for this long belongs to a revision no run is using: a run touches its tree at every
+# job, and no run goes a day between two jobs.
+IDLE_S = 24 * 3600.0
 
 
 def pack(config: ProjectConfig) -> tuple[str, bytes]:
@@ -47,10 +53,12 @@ def unpacked(digest: str, archive: bytes | None) -> Path | None:
     archive given, so the caller fetches it)."""
     tree = where(digest)
     if tree.is_dir():
+        _touch(tree)
         return tree
     if archive is None:
         return None
     tree.parent.mkdir(parents=True, exist_ok=True)
+    _prune(tree.parent, time.time() - IDLE_S)
     aside = Path(tempfile.mkdtemp(prefix=f".{digest[:12]}-", dir=tree.parent))
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as opened:
         opened.extractall(aside, filter="data")  # no absolute paths, no links out of the tree
@@ -59,3 +67,26 @@ def unpacked(digest: str, archive: bytes | None) -> Path | None:
     except OSError:  # a sibling worker unpacked it first: theirs is the same bytes
         shutil.rmtree(aside, ignore_errors=True)
     return tree
+
+
+def touch(digest: str) -> None:
+    """Mark the tree of `digest` used now (a server reusing it between jobs)."""
+    _touch(where(digest))
+
+
+def _touch(tree: Path) -> None:
+    try:
+        os.utime(tree)
+    except OSError:  # pruned by a sibling a moment ago: the caller's next use unpacks it again
+        pass
+
+
+def _prune(home: Path, before: float) -> None:
+    """Remove the trees (and half-done unpacks) under `home` last used before `before`."""
+    for entry in home.iterdir():
+        try:
+            idle = entry.is_dir() and not entry.is_symlink() and entry.stat().st_mtime < before
+        except OSError:
+            continue
+        if idle:
+            shutil.rmtree(entry, ignore_errors=True)
