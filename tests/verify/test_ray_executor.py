@@ -2,13 +2,15 @@
 namespaces of its own: benchmarks/ray_cluster.py), shared by every test of this module.
 
 The verdicts equal the fork executor's on the toy catalog (every status it reaches, plus a named invariant);
-a Ray worker SIGKILLed mid-job is retried and changes nothing; SIGTERM to `dflash verify` cancels every task,
-keeps the finished verdicts in the cache and exits 143, and the next run resumes; a driver whose harness code
-differs from the workers' is refused before any job; no Ray socket uses an address but 127.0.0.1.
+a Ray worker SIGKILLed mid-job, or a whole node, is retried and changes nothing; SIGTERM to `dflash verify`
+cancels every task, keeps the finished verdicts in the cache and exits 143, and the next run resumes; a driver
+whose harness code differs from the workers' is refused before any job; no Ray socket uses an address but
+127.0.0.1.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -223,3 +225,62 @@ def test_without_an_address_a_local_cluster_runs_for_the_run_and_leaves_nothing(
     assert lines[-2:] == ["rc=0", "0"], done.stdout[-3000:] + done.stderr[-3000:]  # passed; no raylet nor GCS left
     assert "PASS 1/1 killed" in lines[-3]
     assert list(home.iterdir()) == []
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _raylet_of(pid: int) -> int:
+    """The raylet (one per node) whose worker `pid` is: its nearest raylet ancestor, 0 if none."""
+    while pid > 1:
+        pid = _parent(pid)
+        if pid and "raylet" in Path(f"/proc/{pid}/comm").read_text(errors="replace"):
+            return pid
+    return 0
+
+
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        children = _children(todo.pop())
+        found += children
+        todo += children
+    return found
+
+
+# Last in the module: the cluster has one node left after it.
+def test_a_node_lost_mid_job_is_retried_on_another_and_changes_no_verdict(cluster, toy_copy) -> None:
+    root = _slow_toy(toy_copy, "lost-node")
+    args = ["--project", str(root), "-m", "add-slow", "-m", "sub-slow", "--jobs", "2", "--json", str(root / "r.json")]
+    process = subprocess.Popen(cluster.command([*DFLASH, *RAY, *args]), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=_environment())  # fmt: skip
+
+    def mutant_on_the_worker_node() -> int:
+        # A worker whose server has a forked child (a mutant's gate running), on the node that is not the head.
+        for worker in _processes("ray::run_job"):
+            raylet = _raylet_of(worker)
+            head = raylet and "--head" in (Path(f"/proc/{raylet}/cmdline").read_bytes().decode(errors="replace"))
+            if raylet and not head and any(_children(s) for s in _children(worker)):
+                return raylet
+        return 0
+
+    raylet = wait_for(mutant_on_the_worker_node, 150)
+    assert raylet, "no mutant ran on the second node"
+    # The whole node goes: its raylet and everything under it (workers, node servers, their children), at once.
+    doomed = [raylet, *_descendants(raylet)]
+    for pid in doomed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    output, errors = process.communicate(timeout=300)
+    assert process.returncode == 0, output + errors
+    report = json.loads((root / "r.json").read_text())
+    assert _statuses(report) == {
+        "add-slow": ("killed", ("tests/gates/test_arith.py::test_add",)),
+        "sub-slow": ("killed", ("tests/gates/test_arith.py::test_sub",)),
+    }
+    assert report["harness_errors"] == []
+    assert "PASS 2/2 killed" in output.strip().splitlines()[-1]
