@@ -272,3 +272,24 @@ def test_exit_3_when_the_harness_cannot_see_a_failure(toy_copy, cli) -> None:
     assert "the harness did not see a forced failure in tests/gates/test_arith.py::test_add" in " ".join(
         result.output.split()
     )
+
+
+def test_the_reports_jobs_are_the_children_the_run_held(toy_copy, cli, monkeypatch, tmp_path) -> None:
+    # Neither --jobs nor [tool.dflash] jobs: the executor's own capacity (a cluster's, not this machine's cores).
+    from verify.run import phases
+
+    root = toy_copy()
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("jobs = 2\n", ""))
+    real = phases.open_executor
+
+    def three_wide(*args, **kwargs):
+        executor = real(*args, **kwargs)
+        monkeypatch.setattr(type(executor), "default_jobs", property(lambda self: 3))
+        return executor
+
+    monkeypatch.setattr(phases, "open_executor", three_wide)
+    cli("--project", str(root), "-m", "add-off-by-one", "--json", str(tmp_path / "r.json"))
+    assert json.loads((tmp_path / "r.json").read_text())["settings"]["jobs"] == 3
+    told = cli("--project", str(root), "-m", "add-off-by-one", "--jobs", "1", "--json", str(tmp_path / "s.json"))
+    assert json.loads((tmp_path / "s.json").read_text())["settings"]["jobs"] == 1, told.output

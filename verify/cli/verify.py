@@ -199,7 +199,7 @@ def verify(
     if not no_explain:
         details = add_explanations(config, mutations, report, details)
     settings = {
-        "jobs": jobs or config.num_jobs,
+        "jobs": report.jobs or jobs or config.num_jobs,  # as held: a cluster's capacity, not this machine's cores
         "all_gates": all_gates,
         "first_kill": first_kill,
         "changed_since": changed_since,

@@ -169,6 +169,7 @@ class RunReport:
     generated: bool = False
     # What kept children out of the user's files: "landlock ABI n", "off: why" (detection only), "" unknown.
     confinement: str = ""
+    jobs: int = 0  # children at once, as the run held them (the executor's capacity unless told); 0: unknown
 
     def count(self, status: Status) -> int:
         return sum(1 for r in self.mutations if r.status is status)

@@ -89,6 +89,7 @@ class _Run:
             harness_errors=self.harness_errors,
             first_kill=self.options.first_kill,
             confinement=self.confinement,
+            jobs=self.num_jobs,
         )
 
 
