@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy
 import pytest
 import torch
 
@@ -23,21 +26,25 @@ LOGITS = torch.tensor([1.0, -2.0, 3.5, 1e-3])
 
 def test_the_stated_tolerance_is_the_default() -> None:
     assert (Tolerance().atol, Tolerance().rtol) == (ATOL, RTOL) == (1e-6, 1e-5)
-    assert "1e-06 + 1e-05 x |pristine|" in str(Tolerance())
+    assert "1e-06 + 1e-05 x max |pristine| along the last dimension" in str(Tolerance())
 
 
 @pytest.mark.parametrize(
-    ("delta", "equivalent", "moved"),
+    ("index", "delta", "equivalent", "moved"),
     [
-        (0.0, True, False),  # bit-identical
-        (3.5 * 1e-6, True, True),  # inside atol + rtol * |x| = 3.6e-5 at 3.5: moved bits, within the bound
-        (3.5 * 2e-5, False, False),  # past it
+        (2, 0.0, True, False),  # bit-identical
+        (2, 3.5 * 1e-6, True, True),  # inside atol + rtol * max|row| = 3.6e-5: moved bits, within the bound
+        (2, 3.5 * 2e-5, False, False),  # past it
+        # A value near zero moves by its row's rounding (a reordered sum of terms of size 3.5), not by its own
+        # size: 5e-6 at 1e-3 is within; 1e-4 is not.
+        (3, 5e-6, True, True),
+        (3, 1e-4, False, False),
     ],
-    ids=["bit-identical", "within-bound", "past-bound"],
+    ids=["bit-identical", "within-bound", "past-bound", "near-zero-within", "near-zero-past"],
 )
-def test_floats_agree_within_the_stated_bound(delta: float, equivalent: bool, moved: bool) -> None:
+def test_floats_agree_within_the_stated_bound(index: int, delta: float, equivalent: bool, moved: bool) -> None:
     mutant = LOGITS.clone()
-    mutant[2] += delta
+    mutant[index] += delta
     comparison = compare(_observation(("w", 0, 0, "logits", LOGITS)), _observation(("w", 0, 0, "logits", mutant)))
     assert comparison.is_equivalent is equivalent
     assert ("logits" in comparison.within_tolerance) is moved
@@ -88,8 +95,10 @@ def test_digests_tell_identical_observations_apart_from_different_ones() -> None
 
 
 def test_values_are_normalised_and_private_paths_scrubbed() -> None:
-    assert normalise(torch.tensor([[1, 2], [3, 4]])) == (1, 2, 3, 4)
+    assert normalise(torch.tensor([[1, 2], [3, 4]])) == ((1, 2), (3, 4))
     assert normalise({"a": [1, torch.tensor(2)]}) == (("a", (1, 2)),)
+    assert normalise(numpy.arange(4).reshape(2, 2)) == ((0, 1), (2, 3))
+    assert isinstance(normalise(numpy.ones(2, dtype=numpy.float32)), torch.Tensor)
     scrubbed = normalise("no file /tmp/x1/fx/config.json at 0x7f00deadbeef", (("/tmp/x1", "<tmp>"),))
     assert scrubbed == "no file <tmp>/fx/config.json at 0x..."
 
@@ -98,3 +107,44 @@ def test_values_are_normalised_and_private_paths_scrubbed() -> None:
 def test_a_bad_tolerance_is_refused(bad: float) -> None:
     with pytest.raises(ValueError, match="atol"):
         Tolerance(atol=bad)
+
+
+@dataclass
+class _Slot:
+    row: int
+    pages: list[int]
+
+
+@pytest.mark.parametrize(
+    ("pristine", "mutant"),
+    [
+        (torch.arange(6).reshape(2, 3), torch.arange(6).reshape(3, 2)),  # same ids, another shape
+        (torch.zeros(0, dtype=torch.long), torch.zeros(4, 0, dtype=torch.long)),  # empty, but not alike
+        ({1: "a"}, {"1": "a"}),  # a key's type
+        (_Slot(0, [1, 2]), _Slot(0, [1, 3])),  # a dataclass's field, not its repr's address
+        (numpy.arange(2000), numpy.arange(2000) * (numpy.arange(2000) != 1000)),  # numpy's repr cuts the middle
+        (torch.tensor([1.0, float("nan")]), torch.tensor([1.0, 2.0])),  # NaN is not a number
+        (torch.tensor([1.0, 2.0]), torch.tensor([1.0, float("nan")])),
+        (torch.tensor([float("inf")]), torch.tensor([-float("inf")])),
+        (torch.tensor([1 + 1j]), torch.tensor([1 - 1j])),  # the imaginary part counts
+        (torch.ones(3, dtype=torch.bfloat16), torch.full((3,), 2.0, dtype=torch.bfloat16)),  # numpy has no bf16
+    ],
+    ids=[
+        "int-shape",
+        "empty-shape",
+        "key-type",
+        "dataclass",
+        "numpy",
+        "nan-pristine",
+        "nan-mutant",
+        "inf-sign",
+        "complex",
+        "bfloat16",
+    ],
+)
+def test_every_difference_of_value_or_shape_diverges(pristine: object, mutant: object) -> None:
+    a, b = _observation(("w", 0, 0, "v", pristine)), _observation(("w", 0, 0, "v", mutant))
+    assert not compare(a, b).is_equivalent
+    assert digest(a) != digest(b)
+    assert compare(a, _observation(("w", 0, 0, "v", pristine))).is_equivalent  # and each equals itself
+    assert digest(a) == digest(_observation(("w", 0, 0, "v", pristine)))

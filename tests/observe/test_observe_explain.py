@@ -54,6 +54,25 @@ def test_a_pristine_tree_that_raises_is_a_harness_error(toy: Path, monkeypatch: 
     assert "first divergence" not in done.output
 
 
+def test_an_observer_whose_two_pristine_runs_differ_is_a_harness_error(toy: Path, monkeypatch) -> None:
+    # Every comparison with such an observer would be noise: no mutant is explained, and the draw is named.
+    monkeypatch.setenv("TOY_OBSERVER_UNSEEDED", "1")
+    done = runner.invoke(app, ["verify", "explain", "scale-off", "no-op", "--project", str(toy)])
+    assert done.exit_code == 3, done.output
+    assert "the observer is not deterministic: two runs of the pristine tree differ" in " ".join(done.output.split())
+    assert "unseeded draw" in done.output and "observably equivalent" not in done.output
+
+
+def test_a_mutant_may_be_named_like_the_pristine_run(toy: Path) -> None:
+    source = (toy / "toy" / "engine.py").read_text()
+    mutants = {"pristine": {"toy/engine.py": source.replace("x * 2.5", "x * 3.0")},
+               "pristine-again": {"toy/engine.py": source.replace("x * 2.5", "x * 1.0 * 2.5")}}  # fmt: skip
+    run = explain_overrides(load_config(toy), mutants, SessionOptions(jobs=2))
+    assert run.failures == {}
+    assert run.explanations["pristine"].first is not None and run.explanations["pristine"].first.what == "scaled"
+    assert run.explanations["pristine-again"].is_equivalent
+
+
 def test_bad_input_is_refused_by_name(toy: Path) -> None:
     done = runner.invoke(app, ["verify", "explain", "no-such-bug", "--project", str(toy)])
     assert done.exit_code == 2 and "unknown mutation(s): no-such-bug" in done.output

@@ -1,11 +1,13 @@
 """Comparing two observations: every diverging observable, the first one first, and by how much.
 
 Discrete values (ids, counts, lengths, page ids, messages) must be equal. Float tensors must agree within the
-stated tolerance, |mutant - pristine| <= atol + rtol * |pristine| elementwise (numpy's `isclose`); on a CPU the
-same float32 operations give the same bits (two runs of one tree are bit-identical, tests/observe checks it),
-and the bound only forgives a rewrite that reorders float operations (a * (b * c) for (a * b) * c), whose
-last bits move. Floats that differ in their bits but within the bound are listed apart, never hidden.
-Knows nothing of the runner or of how observations were made.
+stated tolerance, |mutant - pristine| <= atol + rtol * max |pristine| along the last dimension (a row of
+logits or probabilities is one scale: a value near zero in it moves by the row's rounding, not its own). On a
+CPU the same float32 operations give the same bits (two runs of one tree are bit-identical, tests/observe
+checks it); the bound forgives a rewrite that reorders float operations (a * (b * c) for (a * b) * c, silu(x)
+for x * sigmoid(x)), whose last bits move. Floats that differ in their bits but within the bound are listed
+apart, never hidden. Complex values compare as their real and imaginary parts. Knows nothing of the runner
+or of how observations were made.
 """
 
 from __future__ import annotations
@@ -36,7 +38,18 @@ class Tolerance:
                 raise ValueError(f"tolerance {name} must be a finite number >= 0, got {value!r}")
 
     def __str__(self) -> str:
-        return f"|mutant - pristine| <= {self.atol:g} + {self.rtol:g} x |pristine| for floats; everything else exact"
+        return (
+            f"|mutant - pristine| <= {self.atol:g} + {self.rtol:g} x max |pristine| along the last dimension for "
+            "floats; everything else exact"
+        )
+
+    def close(self, pristine: torch.Tensor, mutant: torch.Tensor) -> torch.Tensor:
+        """Elementwise: within the bound (NaN where both are NaN, an infinity where both are the same one)."""
+        magnitude = pristine.abs().nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
+        if magnitude.dim() > 0 and magnitude.numel() > 0:
+            magnitude = magnitude.amax(dim=-1, keepdim=True)
+        within = (mutant - pristine).abs() <= self.atol + self.rtol * magnitude
+        return within | (pristine == mutant) | (pristine.isnan() & mutant.isnan())
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +112,11 @@ class Comparison:
         return tuple(what for what in self.compared if what not in diverging)
 
 
+def _real(tensor: torch.Tensor) -> torch.Tensor:
+    """float64, a complex value as its (real, imaginary) pair."""
+    return (torch.view_as_real(tensor.resolve_conj()) if tensor.is_complex() else tensor).double()
+
+
 def _amount(pristine: Any, mutant: Any, tolerance: Tolerance) -> tuple[str | None, bool]:
     """(how they differ, or None when equal within tolerance; whether floats moved in their bits only)."""
     if isinstance(pristine, torch.Tensor) and isinstance(mutant, torch.Tensor):
@@ -106,9 +124,9 @@ def _amount(pristine: Any, mutant: Any, tolerance: Tolerance) -> tuple[str | Non
             return f"shape {tuple(pristine.shape)} -> {tuple(mutant.shape)}", False
         if pristine.dtype != mutant.dtype:
             return f"dtype {pristine.dtype} -> {mutant.dtype}", False
-        a, b = pristine.double(), mutant.double()
+        a, b = _real(pristine), _real(mutant)
         same_nan = a.isnan() & b.isnan()
-        close = torch.isclose(b, a, rtol=tolerance.rtol, atol=tolerance.atol, equal_nan=True)
+        close = tolerance.close(a, b)
         if bool(close.all()):
             bits = not torch.equal(a[~same_nan], b[~same_nan])
             return None, bits

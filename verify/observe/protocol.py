@@ -32,8 +32,10 @@ class ObserverError(Exception):
     """The observer factory cannot be imported, or what it returns does not follow the protocol."""
 
 
-class WorkloadTimeout(Exception):
-    """A workload ran past its budget (a mutant that loops): recorded as the observable "timeout"."""
+class WorkloadTimeout(BaseException):
+    """A workload ran past its budget (a mutant that loops): recorded as the observable "timeout". Not an
+    Exception, so the `except Exception` an engine or an observer keeps (recording a refusal) cannot swallow it;
+    and the alarm repeats every second until the workload ends, in case something swallows it anyway."""
 
 
 class Emit(Protocol):
@@ -104,7 +106,7 @@ def observe(
             recorder.workload, last_step["step"] = str(workload), -1
             started = time.monotonic()
             if budget_s:
-                signal.setitimer(signal.ITIMER_REAL, budget_s)
+                signal.setitimer(signal.ITIMER_REAL, budget_s, 1.0)
             try:
                 observer.run(workload, emit)
             except WorkloadTimeout:

@@ -3,13 +3,15 @@
 An observable is one value under a key (workload, step, row, what): `what` is the observable's name (the
 drafted ids, the draft's block logits, the q handed to the acceptance rule, a row's store contents, a raised
 error). Values are normalised as they are recorded, so two runs compare by value and never by identity:
-integer and boolean tensors become tuples of ints, float tensors are kept as CPU tensors (compared within the
-stated tolerance), strings lose the run's private paths and memory addresses. Knows nothing of the runner,
-of mutations or of how a run is started.
+integer and boolean tensors (and numpy arrays) become nested tuples of ints (their shape kept), float tensors
+are kept as CPU tensors (compared within the stated tolerance), a dataclass becomes its type name and fields,
+strings lose the run's private paths and memory addresses. Knows nothing of the runner, of mutations or of
+how a run is started.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import re
@@ -27,12 +29,14 @@ _ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
 
 
 def normalise(value: Any, scrub: Sequence[tuple[str, str]] = ()) -> Any:
-    """A value that compares by content: tuples of ints for integer tensors, CPU tensors for floats."""
+    """A value that compares by content: nested tuples of ints for integer tensors, CPU tensors for floats."""
+    if type(value).__module__ == "numpy" and hasattr(value, "__array__"):
+        value = torch.from_numpy(_numpy_array(value))
     if isinstance(value, torch.Tensor):
         tensor = value.detach().to("cpu")
         if tensor.is_floating_point() or tensor.is_complex():
             return tensor.clone().contiguous()
-        return tuple(tensor.flatten().tolist()) if tensor.dim() != 0 else tensor.item()
+        return _nested(tensor.tolist())
     if isinstance(value, bool | int | None):
         return value
     if isinstance(value, float):
@@ -42,11 +46,25 @@ def normalise(value: Any, scrub: Sequence[tuple[str, str]] = ()) -> Any:
             value = value.replace(text, placeholder)
         return _ADDRESS.sub("0x...", value)
     if isinstance(value, Mapping):
-        return tuple((str(k), normalise(v, scrub)) for k, v in value.items())
+        return tuple((normalise(k, scrub), normalise(v, scrub)) for k, v in value.items())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = tuple((f.name, normalise(getattr(value, f.name), scrub)) for f in dataclasses.fields(value))
+        return (type(value).__name__, fields)
     if isinstance(value, Sequence | set | frozenset):
         items = sorted(value) if isinstance(value, set | frozenset) else value
         return tuple(normalise(item, scrub) for item in items)
     return normalise(repr(value), scrub)
+
+
+def _numpy_array(value: Any) -> Any:
+    import numpy
+
+    return numpy.array(value, copy=True)  # writable and owned: torch shares its memory
+
+
+def _nested(value: Any) -> Any:
+    """`Tensor.tolist()` with tuples for lists: (2, 3) and (3, 2) stay apart; a 0-d tensor is its item."""
+    return tuple(_nested(item) for item in value) if isinstance(value, list) else value
 
 
 @dataclass(slots=True)
@@ -94,7 +112,8 @@ class Observation:
 def _feed(hasher: Any, value: Any) -> None:
     if isinstance(value, torch.Tensor):
         hasher.update(f"T{value.dtype}{tuple(value.shape)}".encode())
-        hasher.update(value.contiguous().numpy(force=True).tobytes())
+        # The raw bytes, whatever the dtype (numpy has no bfloat16): bit for bit.
+        hasher.update(value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     elif isinstance(value, tuple):
         hasher.update(f"({len(value)}".encode())
         for item in value:

@@ -113,10 +113,17 @@ def observe_mutants(
             [sys.executable, "-m", "verify.observe.worker", str(base / "job.json")],
             cwd=project, env=env, capture_output=True, text=True, check=False,
         )  # fmt: skip
-        if (out / "pristine.failure").exists():
+        if (out / "nondeterministic").exists():
             raise ObserveHarnessError(
-                f"the observer failed on the pristine tree:\n{(out / 'pristine.failure').read_text()}"
+                "the observer is not deterministic: two runs of the pristine tree differ "
+                f"(first at {(out / 'nondeterministic').read_text()}); every comparison with a mutant would be noise "
+                "(seed every random draw the workloads make, and keep their inputs fixed)"
             )
+        failed = next(
+            (out / f"{n}.failure" for n in ("pristine", "pristine-again") if (out / f"{n}.failure").exists()), None
+        )
+        if failed is not None:
+            raise ObserveHarnessError(f"the observer failed on the pristine tree:\n{failed.read_text()}")
         if done.returncode != 0 or not (out / "pristine.pkl").exists():
             raise ObserveHarnessError(f"the observation worker failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
         pristine = pickle.loads((out / "pristine.pkl").read_bytes())
@@ -124,12 +131,12 @@ def observe_mutants(
         if trouble:
             raise ObserveHarnessError(f"the pristine tree fails its own observation run: {trouble}")
         comparisons, digests, failures = {}, {}, {}
-        for name in mutants:
-            if (out / f"{name}.pkl").exists():
-                result = pickle.loads((out / f"{name}.pkl").read_bytes())
+        for index, name in enumerate(mutants):  # the worker names each job by its number (verify.observe.worker)
+            if (out / f"m{index}.pkl").exists():
+                result = pickle.loads((out / f"m{index}.pkl").read_bytes())
                 comparisons[name], digests[name] = result["comparison"], result["digest"]
             else:
-                failure = out / f"{name}.failure"
+                failure = out / f"m{index}.failure"
                 failures[name] = failure.read_text() if failure.exists() else "no result"
         observation = pristine["observation"]
         return Observed(

@@ -1,5 +1,8 @@
 """The observation worker: a subprocess started in a private copy of the project that observes the pristine
-tree once, then each mutant in a child forked from it, and compares every mutant with the pristine run there.
+tree (twice, in two children, when there are mutants to compare: two runs that differ mean an observer that is
+not deterministic, and every comparison would be noise), then each mutant in a child forked from it, and
+compares every mutant with the pristine run there. Jobs are named by number (`m0`, `m1`, ... in the order of
+the job's mutants), never by the mutant's name, so no name can collide with the pristine run's files.
 
 Only the comparison and a digest of each observation come back (a pickle per job in the output folder), so a
 mutant's observation never crosses a process boundary. Each child serves its mutant's files through
@@ -61,6 +64,9 @@ def _child(job: dict[str, Any], spec: dict[str, Any], pristine: Any, out: Path) 
             result["observation"] = observation
         else:
             tolerance = compare.Tolerance(*job["tolerance"])
+            if job.get("first_only"):  # the run stopped early: compare the workloads it ran, not the ones it skipped
+                ran = set(observation.workloads)
+                pristine = record.Observation(tuple(e for e in pristine.entries if e[0][0] in ran))
             result["comparison"] = compare.compare(pristine, observation, tolerance)
         (out / f"{spec['id']}.part").write_bytes(pickle.dumps(result))
         (out / f"{spec['id']}.part").replace(out / f"{spec['id']}.pkl")
@@ -113,14 +119,26 @@ def main(argv: list[str]) -> int:
     torch.set_num_threads(1)
     sys.path[:0] = [str(Path(job["root"]) / rel) for rel in job["import_paths"]]
     os.chdir(job["root"])
-    _run(job, [{"id": "pristine", "overrides": {}, "budget_s": job["pristine_budget_s"]}], None, out, 1,
-         job["limit_s"])  # fmt: skip
-    if not (out / "pristine.pkl").exists():
+    twice = ("pristine", "pristine-again") if job["mutants"] else ("pristine",)
+    runs = [{"id": name, "overrides": {}, "budget_s": job["pristine_budget_s"]} for name in twice]
+    _run(job, runs, None, out, min(len(runs), max(1, job["jobs"])), job["limit_s"])
+    if not all((out / f"{name}.pkl").exists() for name in twice):
         return 3
     pristine = pickle.loads((out / "pristine.pkl").read_bytes())
+    if len(twice) == 2:
+        from verify.observe import compare
+
+        again = pickle.loads((out / "pristine-again.pkl").read_bytes())["observation"]
+        drift = compare.compare(pristine["observation"], again, compare.Tolerance(*job["tolerance"]))
+        if not drift.is_equivalent:
+            first = drift.first
+            where = f"{first.place}: {first.what}: {first.amount}" if first is not None else "?"
+            (out / "nondeterministic").write_text(where)
+            return 3
     slowest = max(pristine["seconds"].values(), default=1.0)
     budget = max(job["min_budget_s"], job["budget_factor"] * slowest)
-    specs = [{"id": name, "overrides": overrides, "budget_s": budget} for name, overrides in job["mutants"].items()]
+    specs = [{"id": f"m{index}", "overrides": overrides, "budget_s": budget}
+             for index, overrides in enumerate(job["mutants"].values())]  # fmt: skip
     observation = pristine["observation"] if job["mutants"] else None
     _run(job, specs, observation, out, job["jobs"], job["limit_s"])
     return 0
