@@ -8,6 +8,7 @@ is killed before the tree is checked, and nothing it meant to write later lands.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import subprocess
 import time
@@ -36,9 +37,25 @@ def test_add():
 """
 
 
+# A chain of 60 processes, each the parent of the next and waiting on it, in a session of its own: ending it
+# from the top leaves each next one an orphan in turn. The deepest writes into the project a minute later.
+CHAIN = """import os, sys, time
+for _ in range(60):
+    if os.fork():
+        os.wait()
+        os._exit(0)
+open(sys.argv[1] + '/deep-pid.part', 'w').write(str(os.getpid()))
+os.rename(sys.argv[1] + '/deep-pid.part', sys.argv[1] + '/deep-pid')
+time.sleep(60)
+open(sys.argv[2] + '/deep.txt', 'w').write('x')
+"""
+
+
 def _escapes(root: Path, home: Path, shared: Path) -> dict[str, str]:
     """name -> Python run inside the mutated `add` (before it returns a + b), by absolute paths it knows."""
     late = f"echo $$ > {shared}/pid; sleep 60; echo x > {root}/late.txt"
+    chain = f"[__import__('sys').executable, '-c', {CHAIN!r}, {str(shared)!r}, {str(root)!r}]"
+    pyc = importlib.util.cache_from_source(str(root / "hostile_mutations.py"))
     return {
         "writes-root": f"open({str(root / 'escaped.txt')!r}, 'w').write('x')",
         "writes-git": f"open({str(root / '.git' / 'HEAD')!r}, 'a').write('x')",
@@ -52,6 +69,10 @@ def _escapes(root: Path, home: Path, shared: Path) -> dict[str, str]:
         "via-shell": f"subprocess.run(['sh', '-c', 'echo x > {root}/sh.txt'], check=True)",
         "chmods": f"os.chmod({str(root / 'pyproject.toml')!r}, 0o600)",
         "detaches": f"subprocess.Popen(['sh', '-c', {late!r}], start_new_session=True)",
+        "deep-chain": f"subprocess.Popen({chain}, start_new_session=True); "
+        f"[__import__('time').sleep(0.05) for _ in range(600) if not os.path.exists({str(shared / 'deep-pid')!r})]",
+        # Bytecode for the catalog module the next run's parent imports (and would run, being unconfined).
+        "plants-bytecode": f"os.makedirs(os.path.dirname({pyc!r}), exist_ok=True); open({pyc!r}, 'wb').write(b'x')",
         # Its own copy (where the module lives) and its TMPDIR stay writable: this one must survive.
         "writes-own": "open(os.path.join(os.path.dirname(__file__), 'mine.txt'), 'w').write('x'); "
         "tempfile.NamedTemporaryFile().write(b'x'); open(os.path.join(tempfile.gettempdir(), 't'), 'w').write('x')",
@@ -99,10 +120,11 @@ def _digest(*tops: Path) -> dict[str, tuple[int, str]]:
 
 
 def _assert_detached_killed(shared: Path, root: Path) -> None:
-    pid = int((shared / "pid").read_text())
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)  # killed (and reaped) before the run's last check, not left to write later
-    assert not (root / "late.txt").exists()
+    for pid_file, late in (("pid", "late.txt"), ("deep-pid", "deep.txt")):
+        pid = int((shared / pid_file).read_text())
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # killed (and reaped) before the run's last check, not left to write later
+        assert not (root / late).exists()
 
 
 REFUSED = ["writes-root", "writes-git", "writes-home", "renames", "unlinks", "truncates", "symlinks", "hard-links",
@@ -111,7 +133,7 @@ REFUSED = ["writes-root", "writes-git", "writes-home", "renames", "unlinks", "tr
 
 def test_confined_mutants_cannot_write_outside_their_copy(tmp_path, cli, monkeypatch) -> None:
     assert probe().active, "this machine's kernel has Landlock (6.x with it enabled): confinement must be on"
-    names = [*REFUSED, "detaches", "writes-own"]
+    names = [*REFUSED, "detaches", "deep-chain", "writes-own"]
     root, home, shared = _project(tmp_path, names, jobs=2)
     monkeypatch.setenv("HOME", str(home))
     before = _digest(root, home)
@@ -123,7 +145,7 @@ def test_confined_mutants_cannot_write_outside_their_copy(tmp_path, cli, monkeyp
         assert by_name[name].attempts == 2
         assert by_name[name].outcomes[0].exc_type in ("PermissionError", "OSError", "CalledProcessError"), name
     assert by_name["writes-own"].status is Status.SURVIVED, by_name["writes-own"]
-    assert by_name["detaches"].status is Status.SURVIVED
+    assert by_name["detaches"].status is Status.SURVIVED and by_name["deep-chain"].status is Status.SURVIVED
     assert report.confinement.startswith("landlock"), report.confinement
     assert report.harness_errors == (), report.harness_errors
     assert result.exit_code == 1, result.output  # crashes and survivors fail the run; nothing is an error
@@ -133,7 +155,8 @@ def test_confined_mutants_cannot_write_outside_their_copy(tmp_path, cli, monkeyp
 
 def test_unconfined_changes_are_harness_errors_naming_file_and_mutant(tmp_path, cli, monkeypatch) -> None:
     monkeypatch.setenv("DFLASH_CONFINE", "off")
-    names = ["writes-root", "writes-git", "writes-home", "chmods", "via-shell", "detaches"]
+    names = ["writes-root", "writes-git", "writes-home", "chmods", "via-shell", "plants-bytecode", "detaches",
+             "deep-chain"]  # fmt: skip
     root, home, shared = _project(tmp_path, names, jobs=1)
     monkeypatch.setenv("HOME", str(home))
     result = cli("--project", str(root), "--json", str(tmp_path / "r.json"))
@@ -148,11 +171,13 @@ def test_unconfined_changes_are_harness_errors_naming_file_and_mutant(tmp_path, 
         (f"{home}/.bashrc", "changed", "writes-home"),
         ("pyproject.toml", "mode changed", "chmods"),
         ("sh.txt", "new", "via-shell"),
+        ("__pycache__", "new", "plants-bytecode"),
     ]:
         assert f"{path} ({what}, while mutant {mutant} ran)" in error, (path, error)
-    assert "late.txt" not in error
+    assert "late.txt" not in error and "deep.txt" not in error
     # No verdict for a mutant that changed the user's files: an error, left out of the cache to be tried again.
     statuses = {r.name: r.status for r in report.mutations}
-    assert statuses == {**dict.fromkeys(names[:-1], Status.ERROR), "detaches": Status.SURVIVED}, statuses
+    left = {"detaches": Status.SURVIVED, "deep-chain": Status.SURVIVED}
+    assert statuses == {**dict.fromkeys(names[:-2], Status.ERROR), **left}, statuses
     time.sleep(0.2)
     _assert_detached_killed(shared, root)

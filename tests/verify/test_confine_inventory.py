@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,16 @@ def test_writable_may_not_open_the_project(tmp_path: Path, where: str) -> None:
     with pytest.raises(ConfigError, match="absolute"):
         ProjectConfig(root=root, writable=("relative/dir",))
     assert writable_paths(ProjectConfig(root=root, writable=("~/.cache/x",)).writable)[0].is_absolute()
+
+
+def test_writable_may_not_open_the_folder_of_the_private_copies(tmp_path: Path, monkeypatch) -> None:
+    # The pristine copy and every child's folder live under the temp folder: a writable path holding it would
+    # let a mutant rewrite the gates other mutants run (`writable = ["/tmp"]` is the likely slip).
+    root, shared = tmp_path / "p", tmp_path / "shared"
+    root.mkdir()
+    (shared / "tmp").mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(shared / "tmp"))
+    for path in (shared, shared / "tmp"):
+        with pytest.raises(ConfigError, match="holds the temp folder"):
+            ProjectConfig(root=root, writable=(str(path),))
+    ProjectConfig(root=root, writable=(str(shared / "torchinductor"),))  # a sibling of it is the user's choice

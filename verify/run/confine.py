@@ -20,6 +20,7 @@ import ctypes
 import glob
 import os
 import platform
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +68,13 @@ def check_writable(root: Path, items: object, error: type[Exception]) -> None:
             raise error(
                 f"[tool.dflash] writable: {item!r} holds or lies inside the project ({root}): the project is never "
                 "writable to a child; name a folder outside it"
+            )
+        temp = Path(tempfile.gettempdir()).resolve()
+        if temp.is_relative_to(path):
+            raise error(
+                f"[tool.dflash] writable: {item!r} holds the temp folder ({temp}) where dflash keeps the pristine "
+                "copy and every child's folder: a mutant could rewrite them; name the subfolder your gates need "
+                "(e.g. /tmp/torchinductor_USER), or run with TMPDIR set outside it"
             )
 
 

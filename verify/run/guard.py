@@ -7,8 +7,10 @@ child left behind that escaped its process group (a daemon that called setsid) i
 their subreaper for the run's length, so they come back to it), and only then is the project inventoried
 again: a late write cannot land after the check. Any difference is a harness error naming each file and
 the jobs that were running when it changed (its ctime); those jobs' verdicts are then void. Left out: the
-tool's cache, the run's own report files, a temp dir inside the project, and bytecode the parent itself
-compiled while the run imported its report modules. Of the home only the start-up and credential files are
+tool's cache, the run's own report files and a temp dir inside the project. The parent writes no bytecode
+while the guard holds (a module it imports late, such as a report module of a project that is this tool,
+would otherwise leave a .pyc in the tree), so a .pyc that appears is always someone else's: a planted one
+would run in the next run's parent. Of the home only the start-up and credential files are
 inventoried (`verify.run.inventory.HOME_FILES`); confinement keeps children out of the rest. Knows nothing
 of mutations, verdicts or how the executor starts its children.
 """
@@ -36,6 +38,7 @@ E = TypeVar("E")
 _PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37
 _SLACK_NS = 20_000_000  # file-system clocks are coarse (a tick or so): past every window, widen them by this
 _MAX_NAMED = 8  # files named in one harness error
+_LEFTOVERS_S = 10.0  # to end every process a child left behind, however deep its chain of forks
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +71,15 @@ class _Watched:
 
 def _libc() -> Any:
     return ctypes.CDLL(None, use_errno=True)
+
+
+def _children_of(pid: int) -> list[int]:
+    """`pid`'s children (any of its threads may have forked), from /proc; [] once it is gone."""
+    found: list[int] = []
+    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError, ValueError):
+            found += [int(child) for child in listing.read_text().split()]
+    return found
 
 
 def _children() -> set[int]:
@@ -111,6 +123,7 @@ class TreeGuard:
         self._before = snapshot(self.root, skip, self._home_files)
         self._children: set[int] = set()
         self._was_subreaper = 0
+        self._wrote_bytecode = sys.dont_write_bytecode
         self.errors: tuple[str, ...] = ()
         self.culprits: dict[str, list[str]] = {}  # job key -> the files that changed while it ran
 
@@ -124,29 +137,49 @@ class TreeGuard:
         libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)
         self._was_subreaper = flag.value
         libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        self._wrote_bytecode = sys.dont_write_bytecode
+        sys.dont_write_bytecode = True
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._kill_leftovers()
+        survivors = self._kill_leftovers()
         _libc().prctl(_PR_SET_CHILD_SUBREAPER, self._was_subreaper, 0, 0, 0)
         home = sorted({*self._home_files, *home_paths(self._home)})  # a .pth file made during the run too
         after = snapshot(self.root, self._skip, home)
-        changes = [c for c in diff(self._before, after) if not _own_bytecode(c, self.root)]
-        if changes:
-            self.errors = (self._describe(changes),)
+        sys.dont_write_bytecode = self._wrote_bytecode
+        errors = []
+        if survivors:
+            errors.append(
+                f"processes the run's children started could not be ended within {_LEFTOVERS_S:g} s (pids "
+                f"{', '.join(map(str, survivors))}): they may still change the user's files after this check"
+            )
+        if changes := diff(self._before, after):
+            errors.append(self._describe(changes))
+        self.errors = tuple(errors)
 
-    def _kill_leftovers(self) -> None:
-        """Kill what the run's children left running outside their process groups; their own orphans come back
-        here in turn, so until none is left."""
-        for _ in range(50):
-            stray = _children() - self._children
-            if not stray:
-                break
-            for pid in stray:
+    def _kill_leftovers(self) -> tuple[int, ...]:
+        """Kill what the run's children left running outside their process groups, each with everything under
+        it: stopped from the top down (a stopped process cannot fork, so its children are all listed), then
+        killed. Orphans that come back here in the meantime are taken in the next round, until none is left or
+        the time is up (then the pids still there, for the caller to report)."""
+        deadline = time.monotonic() + _LEFTOVERS_S
+        while stray := _children() - self._children:
+            if time.monotonic() > deadline:
+                return tuple(sorted(stray))
+            doomed, todo = [], sorted(stray)
+            while todo:
+                pid = todo.pop()
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGSTOP)
+                doomed.append(pid)
+                todo += [child for child in _children_of(pid) if child not in doomed]
+            for pid in doomed:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
+            for pid in stray:
                 with contextlib.suppress(ChildProcessError):
                     os.waitpid(pid, 0)
+        return ()
 
     def _describe(self, changes: list[Change]) -> str:
         parts = []
@@ -166,14 +199,3 @@ class TreeGuard:
             else f"confinement {self.confinement.describe()}"
         )
         return f"the run changed the user's files: {'; '.join(parts)}{more} ({how})"
-
-
-def _own_bytecode(change: Change, root: Path) -> bool:
-    """Bytecode this process compiled for a module it imported during the run (a report module, say), or the
-    `__pycache__` folder made for it: the interpreter's doing, not a child's."""
-    path = change.path if change.path.startswith("/") else str(root / change.path)
-    if change.what not in ("new", "changed", "replaced") or not (path.endswith((".pyc", "/__pycache__"))):
-        return False
-    names = [getattr(m, "__cached__", None) for m in list(sys.modules.values())]
-    cached = {os.path.realpath(name) for name in names if isinstance(name, str)}
-    return path in cached or (path.endswith("/__pycache__") and any(c.startswith(path + "/") for c in cached))
