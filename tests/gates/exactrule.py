@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import torch
 from dense_reference import filtered_probs
-from exactstats import ALPHA_GATE, FitResult, detectable_tv, pearson_fit, pooling
+from exactstats import FitResult, case_level, detectable_tv, pearson_fit, pooling
 
 import runner.dflash2
 import runner.engine
@@ -173,10 +173,10 @@ def rule_fits(
     stop_at_first: bool = False,
     alpha: float | None = None,
 ) -> list[CaseResult]:
-    """The gates' core: each case's draws against its closed form at level `alpha` (ALPHA_GATE / len(cases),
+    """The gates' core: each case's draws against its closed form at level `alpha` (case_level(len(cases)),
     Bonferroni, unless a check of part of a gate passes the gate's own level)."""
     pipeline = pipeline or RulePipeline()
-    alpha = ALPHA_GATE / len(cases) if alpha is None else alpha
+    alpha = case_level(len(cases)) if alpha is None else alpha
     results = []
     for case in cases:
         drafted, counts = sample_case(case, pipeline, num_draws)

@@ -2,8 +2,9 @@
 DFlash cases, 7 DFlash2 cases) the rule the engine calls (runner.engine.rejection_accept, with p from
 runner.engine.sampling_probs and q from runner.proposer's or the walk's sampling_probs) runs RULE_DRAWS = 2000
 times from a fixed seed, and the counts of (acceptance length, token after it) are tested against the closed
-form of speculative sampling (exactrule.py) with a pooled Pearson chi-square at level 1e-3 / cases (Bonferroni:
-each gate's false-alarm rate is at most 1e-3); a draw the closed form gives probability 0 fails at once.
+form of speculative sampling (exactrule.py) with a pooled Pearson chi-square at level 1e-3 / (4 cases)
+(Bonferroni with a margin for the chi-square tail: each gate's false-alarm rate is at most 1e-3, measured by
+simulation in test_exact_power.py); a draw the closed form gives probability 0 fails at once.
 
 Detectable total-variation distance (probability >= 0.99, any direction; exactstats.py): per case between
 RULE_TV_RANGE[gate][0] and [1], over (acceptance length x token) of that case. tests/gates/test_exact_power.py
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.gate
 
 RULE_GATES = {"dflash": DFLASH_CASES, "dflash2": DFLASH2_CASES}
 # The smallest and largest per-case detectable total-variation distance (probability >= 0.99), computed.
-RULE_TV_RANGE = {"dflash": (0.07, 0.094), "dflash2": (0.069, 0.089)}
+RULE_TV_RANGE = {"dflash": (0.074, 0.098), "dflash2": (0.072, 0.092)}
 
 
 @pytest.mark.parametrize("gate", list(RULE_GATES))
