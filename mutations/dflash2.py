@@ -82,3 +82,18 @@ register(
         expect_killed_by=(EXACT_RULE,),
     ),
 )
+
+# The walk of every row at the first row's temperature. Behind a greedy first row a sampled row drafts by argmax
+# and hands the rule no q (zeros): it accepts drafts it should reject, and its output law moves. Only a batch
+# that mixes greedy and sampled rows shows it.
+register(
+    Mutation(
+        name="walk-temperature-of-first-row",
+        bug_class="The DFlash2 walk tempers every row's candidates with the first row's temperature: right in any "
+        "batch whose rows share one temperature.",
+        file="runner/proposer.py",
+        anchor="[r.params.temperature for r in requests]",
+        replacement="[requests[0].params.temperature for r in requests]",
+        expect_killed_by=("tests/gates/test_gate_exact_engine.py::test_exact_output_law_mixed_batch[dflash2]",),
+    ),
+)

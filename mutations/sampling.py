@@ -126,3 +126,19 @@ register(
         expect_killed_by=(f"{EXACT_ENGINE}[dflash-t0.6-block3]", f"{EXACT_ENGINE}[dflash2-t3.0-block3]"),
     ),
 )
+
+EXACT_MIXED = "tests/gates/test_gate_exact_engine.py::test_exact_output_law_mixed_batch"
+
+# A row that reads another row's settings: every other gate's batch shares one setting, so only rows of different
+# settings side by side can tell.
+register(
+    Mutation(
+        name="verify-params-of-first-row",
+        bug_class="The verify step samples every row with the first row's sampling parameters (its temperature, "
+        "filters, greedy or not): right in any batch whose rows share one setting.",
+        file="runner/engine.py",
+        anchor="p = r.params",
+        replacement="p = requests[0].params",
+        expect_killed_by=(f"{EXACT_MIXED}[dflash]",),
+    ),
+)

@@ -158,8 +158,58 @@ def engine_counts(folder: Path, setting: Setting, num_draws: int, solo: bool) ->
     steps = [a for o in outs for a in o.acceptance_lengths]
     if not steps or max(steps) < 2 or min(steps) > 1:
         raise AssertionError(f"{setting.id}: acceptance lengths {sorted(set(steps))}: the rule was never exercised")
+    return _cells(tokens)
+
+
+def _cells(tokens: torch.Tensor) -> torch.Tensor:
     cells = (tokens[:, 0] * VOCAB + tokens[:, 1]) * VOCAB + tokens[:, 2]
     return torch.bincount(cells, minlength=VOCAB**NUM_TOKENS)
+
+
+def mixed_counts(
+    kind: str, settings: tuple[Setting, ...], greedy_prompt: tuple[int, ...], num_draws: int
+) -> tuple[list[torch.Tensor], list[tuple[int, ...]]]:
+    """One batch whose rows differ: `num_draws` requests of each sampled setting (its own temperature, filters,
+    prompt and seeds) and num_draws // 4 greedy requests of `greedy_prompt`, interleaved, so that every decode
+    step holds rows of every kind side by side. Returns each setting's cell counts and the greedy outputs."""
+    block = {s.block_size for s in settings}
+    assert len(block) == 1, "one engine, one verify block"
+    rows = 256
+    config = EngineConfig(max_num_seqs=rows, page_size=4, num_pages=4 * rows + 8, block_size=block.pop())
+    folder = tiny_pair(kind)
+    engine = Engine.from_pretrained(folder / "target", folder / "draft", config=config)
+    groups: list[list[int]] = [[] for _ in settings]
+    greedy: list[int] = []
+    for i in range(num_draws):
+        for group, s in zip(groups, settings, strict=True):
+            params = SamplingParams(max_tokens=NUM_TOKENS, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k,
+                                    seed=s.seed * 1_000_003 + i, ignore_eos=True)  # fmt: skip
+            group.append(engine.add_request(list(s.prompt), params))
+        if i % 4 == 0:
+            params = SamplingParams(max_tokens=NUM_TOKENS, temperature=0.0, ignore_eos=True)
+            greedy.append(engine.add_request(list(greedy_prompt), params))
+    total = num_draws * len(settings) + len(greedy)
+    limit, steps = total * (NUM_TOKENS + 1) + 16, 0
+    while engine.has_unfinished():
+        if steps == limit:
+            raise AssertionError(f"mixed {kind}: the engine made no progress: requests unfinished after {limit} steps")
+        engine.step()
+        steps += 1
+    counts = []
+    for group, s in zip(groups, settings, strict=True):
+        tokens = torch.tensor([engine.output(i).token_ids for i in group])
+        if tokens.shape != (num_draws, NUM_TOKENS):
+            raise AssertionError(f"mixed {s.id}: {tokens.shape} tokens, not {NUM_TOKENS} per request")
+        counts.append(_cells(tokens))
+    return counts, [tuple(engine.output(i).token_ids) for i in greedy]
+
+
+def greedy_continuation(prompt: tuple[int, ...]) -> tuple[int, ...]:
+    """The first NUM_TOKENS tokens of greedy decoding, from the dense reference's logits."""
+    logits = cached_prefix_logits(prompt)
+    t1 = int(logits[0, 0, 0].argmax())
+    t2 = int(logits[t1, 0, 1].argmax())
+    return t1, t2, int(logits[t1, t2, 2].argmax())
 
 
 def setting_law(setting: Setting) -> torch.Tensor:

@@ -8,7 +8,9 @@ detection here is a fixed outcome on a given tree, not a chance.
 
 from __future__ import annotations
 
+import inspect
 import math
+import textwrap
 
 import numpy
 import pytest
@@ -18,10 +20,11 @@ from exactengine import engine_fit, setting_law, setting_power
 from exactperturb import KnobRule, filtered, tempered
 from exactrule import RulePipeline, case_inputs, case_power, closed_form, rule_fits
 from exactstats import ALPHA_GATE, case_level, chi2_isf, chi2_sf, ncx2_sf, pearson_fit, pooling
-from test_gate_exact_engine import BATCHED, ENGINE_DRAWS, ENGINE_TV, SOLO, SOLO_DRAWS, SOLO_TV
+from test_gate_exact_engine import BATCHED, ENGINE_DRAWS, ENGINE_TV, SOLO, SOLO_DRAWS, SOLO_TV, mixed_fits
 from test_gate_exact_rule import RULE_GATES, RULE_TV_RANGE
 
 import runner.engine
+import runner.proposer
 import runner.sampling
 
 
@@ -242,3 +245,35 @@ def test_verify_filter_perturbation_is_detected(monkeypatch: pytest.MonkeyPatch)
     )
     fit = engine_fit(_setting("dflash2-t1.0-top-p0.9-top-k5-block2"), ENGINE_DRAWS, case_level(1), solo=False)
     assert not fit.passed, "the engine gate no longer sees the verify step's p without its filters"
+
+
+def _rewritten(owner: object, name: str, old: str, new: str):
+    """`owner.name` recompiled from its source with `old` replaced by `new` (once, or the check is void)."""
+    function = inspect.unwrap(getattr(owner, name))
+    source = textwrap.dedent(inspect.getsource(function))
+    assert source.count(old) == 1, f"{name}: {old!r} is no longer in its source: rewrite this power check"
+    namespace: dict[str, object] = {}
+    exec(compile(source.replace(old, new), f"<{name} perturbed>", "exec"), vars(inspect.getmodule(function)), namespace)
+    return namespace[name]
+
+
+# Bugs of a row reading another row's settings: every other gate's rows share one setting, so only the mixed batch
+# can see them. Each is built from the runner's own source with one line changed, in the test.
+ROW_PERTURBATIONS = [
+    ("verify-params-of-row-0", "dflash", runner.engine.Engine, "_decode", "p = r.params", "p = requests[0].params"),
+    ("prefill-params-of-row-0", "dflash", runner.engine.Engine, "_prefill", "enumerate(r.params for r in requests)",
+     "enumerate(requests[0].params for r in requests)"),
+    ("walk-temperature-of-row-0", "dflash2", runner.proposer, "_walk", "[r.params.temperature for r in requests]",
+     "[requests[0].params.temperature for r in requests]"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("kind", "owner", "name", "old", "new"), [pytest.param(*p[1:], id=p[0]) for p in ROW_PERTURBATIONS]
+)
+def test_mixed_batch_gate_detects(
+    monkeypatch: pytest.MonkeyPatch, kind: str, owner, name: str, old: str, new: str
+) -> None:
+    monkeypatch.setattr(owner, name, _rewritten(owner, name, old, new))
+    fits, greedy, expected = mixed_fits(kind)
+    assert not all(f.passed for f in fits) or set(greedy) != {expected}, f"the mixed {kind} gate no longer sees it"

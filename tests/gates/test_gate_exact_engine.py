@@ -8,6 +8,11 @@ per gate, exactstats.py; a draw of probability 0 fails at once). Settings: DFlas
 tokens: their joint acceptance and residuals) and of 2 (one drafted token and the bonus after it), over three
 prompts.
 
+A mixed batch per kind holds rows of two sampled settings (each its own temperature, filters, prompt and seeds)
+and greedy rows, interleaved: each sampled group is tested against its own law (Bonferroni over the two), every
+greedy row must be the greedy continuation. A row handed another row's parameters, temperature or q shows there
+and nowhere else, since every other gate's rows share one setting.
+
 The smallest total-variation distance over the 512 cells each gate detects with probability >= 0.99 (any
 direction; exactstats.py) is listed in ENGINE_TV; test_exact_power.py recomputes it.
 """
@@ -15,8 +20,8 @@ direction; exactstats.py) is listed in ENGINE_TV; test_exact_power.py recomputes
 from __future__ import annotations
 
 import pytest
-from exactengine import PROMPTS, Setting, describe, engine_fit
-from exactstats import case_level
+from exactengine import PROMPTS, Setting, describe, engine_fit, greedy_continuation, mixed_counts, setting_law
+from exactstats import case_level, pearson_fit
 
 pytestmark = pytest.mark.gate
 
@@ -72,3 +77,30 @@ def test_exact_output_law_batched(setting: Setting) -> None:
 def test_exact_output_law_solo(setting: Setting) -> None:
     fit = engine_fit(setting, SOLO_DRAWS, case_level(1), solo=True)
     assert fit.passed, "speculative output is not distributed as plain sampling: " + describe(setting, fit, True)
+
+
+MIXED_DRAWS = 600  # per sampled group; a quarter as many greedy rows
+MIXED = {
+    kind: (Setting(kind, 0.6, 1.0, 0, 3, PROMPTS[0], seed=200), Setting(kind, 1.5, 0.9, 5, 3, PROMPTS[1], seed=201))
+    for kind in ("dflash", "dflash2")
+}
+MIXED_GREEDY_PROMPT = PROMPTS[2]
+
+
+def mixed_fits(kind: str, num_draws: int = MIXED_DRAWS):
+    """(each sampled group's fit, the greedy rows' outputs, the greedy continuation) of the kind's mixed batch."""
+    settings = MIXED[kind]
+    counts, greedy = mixed_counts(kind, settings, MIXED_GREEDY_PROMPT, num_draws)
+    fits = [
+        pearson_fit(c, setting_law(s).flatten(), case_level(len(settings)))
+        for c, s in zip(counts, settings, strict=True)
+    ]
+    return fits, greedy, greedy_continuation(MIXED_GREEDY_PROMPT)
+
+
+@pytest.mark.parametrize("kind", list(MIXED))
+def test_exact_output_law_mixed_batch(kind: str) -> None:
+    fits, greedy, expected = mixed_fits(kind)
+    wrong = [describe(s, f, solo=False) for s, f in zip(MIXED[kind], fits, strict=True) if not f.passed]
+    assert not wrong, f"rows of other settings in the batch change a row's law ({kind}):\n" + "\n".join(wrong)
+    assert set(greedy) == {expected}, f"greedy rows beside sampled ones: {sorted(set(greedy))}, not {expected}"
