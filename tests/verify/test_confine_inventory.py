@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from verify.run.confine import writable_paths
-from verify.run.inventory import diff, snapshot
+from verify.run.inventory import diff, home_paths, snapshot
 from verify.run.settings import ConfigError, ProjectConfig
 
 
@@ -92,3 +92,18 @@ def test_writable_may_not_open_the_folder_of_the_private_copies(tmp_path: Path, 
         with pytest.raises(ConfigError, match="holds the temp folder"):
             ProjectConfig(root=root, writable=(str(path),))
     ProjectConfig(root=root, writable=(str(shared / "torchinductor"),))  # a sibling of it is the user's choice
+
+
+def test_the_homes_start_up_and_credential_files_are_inventoried(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    for name in (".bash_aliases", ".git-credentials", ".config/gh/hosts.yml", ".ipython/profile_default/startup/a.py"):
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text("the user's\n")
+    root = tmp_path / "p"
+    root.mkdir()
+    before = snapshot(root, (), home_paths(home))
+    for name in (".bash_aliases", ".git-credentials", ".config/gh/hosts.yml", ".ipython/profile_default/startup/a.py"):
+        (home / name).write_text("a mutant's\n")
+    changed = {Path(c.path).relative_to(home).as_posix() for c in diff(before, snapshot(root, (), home_paths(home)))}
+    assert changed >= {".bash_aliases", ".git-credentials", ".config/gh/hosts.yml",
+                       ".ipython/profile_default/startup/a.py"}  # fmt: skip

@@ -30,8 +30,9 @@ __all__ = ["HOME_FILES", "Change", "Entry", "Snapshot", "diff", "home_paths", "s
 # git, package indexes, user services and Python's per-user start-up hooks. A home cannot be inventoried
 # whole (a browser or a shell writes there all the time); these rarely change, and a change is serious.
 HOME_FILES = (
-    ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv", ".zprofile",
-    ".config/fish", ".ssh", ".gitconfig", ".config/git", ".pypirc", ".netrc", ".pip", ".config/pip",
+    ".bashrc", ".bash_aliases", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv",
+    ".zprofile", ".config/fish", ".config/environment.d", ".ssh", ".gitconfig", ".config/git", ".git-credentials",
+    ".config/gh", ".pypirc", ".netrc", ".pip", ".config/pip", ".pydistutils.cfg", ".condarc", ".npmrc",
     ".local/bin", ".config/autostart", ".config/systemd/user", ".docker/config.json", ".aws", ".kube/config",
 )  # fmt: skip
 
@@ -152,6 +153,7 @@ def _index_digest(root: Path) -> str:
 def home_paths(home: Path) -> list[Path]:
     """`HOME_FILES` under `home`, with Python's per-user site-packages start-up files (`.pth`, usercustomize)."""
     paths = [home / name for name in HOME_FILES]
+    paths += home.glob(".ipython/profile_*/startup")  # IPython runs every file there at start
     for site in home.glob(".local/lib/python*/site-packages"):
         paths += [*site.glob("*.pth"), site / "usercustomize.py", site / "sitecustomize.py"]
     return paths
