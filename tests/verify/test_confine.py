@@ -73,6 +73,10 @@ def _escapes(root: Path, home: Path, shared: Path) -> dict[str, str]:
         f"[__import__('time').sleep(0.05) for _ in range(600) if not os.path.exists({str(shared / 'deep-pid')!r})]",
         # Bytecode for the catalog module the next run's parent imports (and would run, being unconfined).
         "plants-bytecode": f"os.makedirs(os.path.dirname({pyc!r}), exist_ok=True); open({pyc!r}, 'wb').write(b'x')",
+        # A daemon that writes (where it may) 1 s on, while another job keeps the run going (3 s of a 5 s budget).
+        "daemon-writes-later": f"subprocess.Popen(['sh', '-c', 'sleep 1; echo x > {shared}/daemon.txt'], "
+        "start_new_session=True)",
+        "keeps-the-run-going": "__import__('time').sleep(3)",
         # Its own copy (where the module lives) and its TMPDIR stay writable: this one must survive.
         "writes-own": "open(os.path.join(os.path.dirname(__file__), 'mine.txt'), 'w').write('x'); "
         "tempfile.NamedTemporaryFile().write(b'x'); open(os.path.join(tempfile.gettempdir(), 't'), 'w').write('x')",
@@ -181,3 +185,16 @@ def test_unconfined_changes_are_harness_errors_naming_file_and_mutant(tmp_path, 
     assert statuses == {**dict.fromkeys(names[:-2], Status.ERROR), **left}, statuses
     time.sleep(0.2)
     _assert_detached_killed(shared, root)
+
+
+def test_what_a_job_started_ends_with_the_job_not_with_the_run(tmp_path, cli, monkeypatch) -> None:
+    # The daemon's job ends at once; the other job runs 3 s more. Killed only at the run's end, the daemon would
+    # write at 1 s, while the other job ran (and its change to the user's files be laid at that job's door).
+    root, home, shared = _project(tmp_path, ["daemon-writes-later", "keeps-the-run-going"], jobs=2)
+    monkeypatch.setenv("HOME", str(home))
+    started = time.monotonic()
+    result = cli("--project", str(root), "--json", str(tmp_path / "r.json"))
+    assert time.monotonic() - started > 3, result.output
+    assert not (shared / "daemon.txt").exists(), "the daemon outlived its job"
+    statuses = {r.name: r.status for r in read_json(tmp_path / "r.json")[0].mutations}
+    assert statuses == {"daemon-writes-later": Status.SURVIVED, "keeps-the-run-going": Status.SURVIVED}, result.output

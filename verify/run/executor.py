@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 
 from verify.report.verdict import GateOutcome, Outcome
+from verify.run import reaper
 from verify.run.child import JobPaths, prime, run_child
 from verify.run.devices import DevicePool, check_cuda_untouched, child_environment, visible_devices
 from verify.run.jobs import Job, JobResult
@@ -203,6 +204,7 @@ class Executor:
             try:
                 os.setpgid(0, 0)
                 _die_with_parent(parent)
+                reaper.become_subreaper()  # what the job starts comes back here when its parent dies
                 os.environ.update(environment)
                 log_fd = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 os.dup2(log_fd, 1)
@@ -212,6 +214,9 @@ class Executor:
                 sys.stdout = open(1, "w", buffering=1, errors="replace", closefd=False)  # noqa: SIM115
                 sys.stderr = open(2, "w", buffering=1, errors="replace", closefd=False)  # noqa: SIM115
                 exit_code = run_child(self.config, job, self.pristine, paths, claims)
+                # The job is over: whatever it started (a daemon in a session of its own) ends with it, before
+                # another job's window opens, so a late write can never be laid at another mutant's door.
+                reaper.end_children(within_s=5.0)
             except BaseException:
                 with contextlib.suppress(BaseException):
                     os.write(2, traceback.format_exc().encode())

@@ -17,10 +17,7 @@ of mutations, verdicts or how the executor starts its children.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
-import signal
 import sys
 import tempfile
 import time
@@ -29,13 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from verify.run import reaper
 from verify.run.confine import Confinement, probe
 from verify.run.inventory import Change, diff, home_paths, snapshot
 
 __all__ = ["TreeGuard"]
 
 E = TypeVar("E")
-_PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37
 _SLACK_NS = 20_000_000  # file-system clocks are coarse (a tick or so): past every window, widen them by this
 _MAX_NAMED = 8  # files named in one harness error
 _LEFTOVERS_S = 10.0  # to end every process a child left behind, however deep its chain of forks
@@ -69,30 +66,6 @@ class _Watched:
         return results
 
 
-def _libc() -> Any:
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def _children_of(pid: int) -> list[int]:
-    """`pid`'s children (any of its threads may have forked), from /proc; [] once it is gone."""
-    found: list[int] = []
-    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
-        with contextlib.suppress(OSError, ValueError):
-            found += [int(child) for child in listing.read_text().split()]
-    return found
-
-
-def _children() -> set[int]:
-    """This process's live children (orphans of the run come back here while it is their subreaper)."""
-    me, found = os.getpid(), set()
-    for stat_file in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            # pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after its last ")"
-            if int(stat_file.read_text().rpartition(")")[2].split()[1]) == me:
-                found.add(int(stat_file.parent.name))
-    return found
-
-
 def _who(keys: list[str]) -> str:
     named = [f"mutant {k}" if not k.startswith("_") else f"the {k.lstrip('_')} child" for k in dict.fromkeys(keys)]
     if not named:
@@ -122,7 +95,7 @@ class TreeGuard:
         self._home_files = home_paths(self._home)
         self._before = snapshot(self.root, skip, self._home_files)
         self._children: set[int] = set()
-        self._was_subreaper = 0
+        self._was_subreaper = False
         self._wrote_bytecode = sys.dont_write_bytecode
         self.errors: tuple[str, ...] = ()
         self.culprits: dict[str, list[str]] = {}  # job key -> the files that changed while it ran
@@ -132,18 +105,17 @@ class TreeGuard:
         return cast(E, _Watched(executor, self._windows))
 
     def __enter__(self) -> TreeGuard:
-        self._children = _children()
-        libc, flag = _libc(), ctypes.c_int(0)
-        libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)
-        self._was_subreaper = flag.value
-        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        self._children = reaper.children()
+        self._was_subreaper = reaper.is_subreaper()
+        reaper.become_subreaper()
         self._wrote_bytecode = sys.dont_write_bytecode
         sys.dont_write_bytecode = True
         return self
 
     def __exit__(self, *exc: object) -> None:
-        survivors = self._kill_leftovers()
-        _libc().prctl(_PR_SET_CHILD_SUBREAPER, self._was_subreaper, 0, 0, 0)
+        # What the run's children left running outside their process groups, each with everything under it.
+        survivors = reaper.end_children(keep=self._children, within_s=_LEFTOVERS_S)
+        reaper.become_subreaper(self._was_subreaper)
         home = sorted({*self._home_files, *home_paths(self._home)})  # a .pth file made during the run too
         after = snapshot(self.root, self._skip, home)
         sys.dont_write_bytecode = self._wrote_bytecode
@@ -156,30 +128,6 @@ class TreeGuard:
         if changes := diff(self._before, after):
             errors.append(self._describe(changes))
         self.errors = tuple(errors)
-
-    def _kill_leftovers(self) -> tuple[int, ...]:
-        """Kill what the run's children left running outside their process groups, each with everything under
-        it: stopped from the top down (a stopped process cannot fork, so its children are all listed), then
-        killed. Orphans that come back here in the meantime are taken in the next round, until none is left or
-        the time is up (then the pids still there, for the caller to report)."""
-        deadline = time.monotonic() + _LEFTOVERS_S
-        while stray := _children() - self._children:
-            if time.monotonic() > deadline:
-                return tuple(sorted(stray))
-            doomed, todo = [], sorted(stray)
-            while todo:
-                pid = todo.pop()
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGSTOP)
-                doomed.append(pid)
-                todo += [child for child in _children_of(pid) if child not in doomed]
-            for pid in doomed:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            for pid in stray:
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(pid, 0)
-        return ()
 
     def _describe(self, changes: list[Change]) -> str:
         parts = []

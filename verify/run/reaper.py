@@ -1,0 +1,81 @@
+"""Ending what a process left running: every process it started, with everything under each, whatever session
+or process group they moved to.
+
+The caller makes itself their subreaper first (`become_subreaper`), so a process whose parent dies comes back to
+it instead of to init. `end_children` then stops each child before listing its children (a stopped process
+cannot fork, so none is missed), from the top down, kills them all, reaps its own, and goes round again for the
+orphans that came back meanwhile, until none is left or the time is up. The run's parent does this when the run
+ends (`verify.run.guard`), each forked child when its job ends (`verify.run.executor`), so a daemon a mutant
+started dies with its job, before another job's window opens. Knows nothing of jobs, mutants or verdicts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import time
+from collections.abc import Collection
+from pathlib import Path
+
+__all__ = ["become_subreaper", "children", "end_children", "is_subreaper"]
+
+_PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def is_subreaper() -> bool:
+    flag = ctypes.c_int(0)
+    _libc().prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)
+    return bool(flag.value)
+
+
+def become_subreaper(on: bool = True) -> None:
+    _libc().prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)
+
+
+def children() -> set[int]:
+    """This process's children, live or not yet reaped (orphans it took in as their subreaper included)."""
+    me, found = os.getpid(), set()
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            # pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after its last ")"
+            if int(stat_file.read_text().rpartition(")")[2].split()[1]) == me:
+                found.add(int(stat_file.parent.name))
+    return found
+
+
+def _children_of(pid: int) -> list[int]:
+    """`pid`'s children (any of its threads may have forked), from /proc; [] once it is gone."""
+    found: list[int] = []
+    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError, ValueError):
+            found += [int(child) for child in listing.read_text().split()]
+    return found
+
+
+def end_children(keep: Collection[int] = (), within_s: float = 10.0) -> tuple[int, ...]:
+    """Stop, then kill, every child of this process not in `keep` with everything under it; () once none is
+    left, else the pids still there after `within_s` seconds."""
+    deadline = time.monotonic() + within_s
+    while stray := children() - set(keep):
+        if time.monotonic() > deadline:
+            return tuple(sorted(stray))
+        doomed, todo = [], sorted(stray)
+        while todo:
+            pid = todo.pop()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+            doomed.append(pid)
+            todo += [child for child in _children_of(pid) if child not in doomed]
+        for pid in doomed:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in stray:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+    return ()
