@@ -142,15 +142,7 @@ def engine_counts(folder: Path, setting: Setting, num_draws: int, solo: bool) ->
         for i in range(num_draws)
     ]
     ids = [engine.add_request(list(setting.prompt), p) for p in params]
-    # A liveness bound, not a timer: every step commits a token to each running row, so a healthy engine is done
-    # within num_draws * (NUM_TOKENS + 1) steps. One that stops admitting (its freed pages leaked) would loop
-    # until the harness's budget and read as a hang; the gate names it instead.
-    limit, steps = num_draws * (NUM_TOKENS + 1) + 16, 0
-    while engine.has_unfinished():
-        if steps == limit:
-            raise AssertionError(f"{setting.id}: the engine made no progress: requests unfinished after {limit} steps")
-        engine.step()
-        steps += 1
+    _drain(engine, num_draws, setting.id)
     outs = [engine.output(i) for i in ids]
     tokens = torch.tensor([o.token_ids for o in outs])
     if tokens.shape != (num_draws, NUM_TOKENS):
@@ -159,6 +151,18 @@ def engine_counts(folder: Path, setting: Setting, num_draws: int, solo: bool) ->
     if not steps or max(steps) < 2 or min(steps) > 1:
         raise AssertionError(f"{setting.id}: acceptance lengths {sorted(set(steps))}: the rule was never exercised")
     return _cells(tokens)
+
+
+def _drain(engine: Engine, num_requests: int, what: str) -> None:
+    """Step until every request is done. A liveness bound, not a timer: every step commits a token to each running
+    row, so a healthy engine is done within num_requests * (NUM_TOKENS + 1) steps. One that stops admitting (its
+    freed pages leaked) would loop until the harness's budget and read as a hang; the gate names it instead."""
+    limit, steps = num_requests * (NUM_TOKENS + 1) + 16, 0
+    while engine.has_unfinished():
+        if steps == limit:
+            raise AssertionError(f"{what}: the engine made no progress: requests unfinished after {limit} steps")
+        engine.step()
+        steps += 1
 
 
 def _cells(tokens: torch.Tensor) -> torch.Tensor:
@@ -188,13 +192,7 @@ def mixed_counts(
         if i % 4 == 0:
             params = SamplingParams(max_tokens=NUM_TOKENS, temperature=0.0, ignore_eos=True)
             greedy.append(engine.add_request(list(greedy_prompt), params))
-    total = num_draws * len(settings) + len(greedy)
-    limit, steps = total * (NUM_TOKENS + 1) + 16, 0
-    while engine.has_unfinished():
-        if steps == limit:
-            raise AssertionError(f"mixed {kind}: the engine made no progress: requests unfinished after {limit} steps")
-        engine.step()
-        steps += 1
+    _drain(engine, num_draws * len(settings) + len(greedy), f"mixed {kind}")
     counts = []
     for group, s in zip(groups, settings, strict=True):
         tokens = torch.tensor([engine.output(i).token_ids for i in group])
