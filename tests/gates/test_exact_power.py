@@ -20,7 +20,18 @@ from exactengine import engine_fit, setting_law, setting_power
 from exactperturb import KnobRule, filtered, tempered
 from exactrule import RulePipeline, case_inputs, case_power, closed_form, rule_fits
 from exactstats import ALPHA_GATE, case_level, chi2_isf, chi2_sf, ncx2_sf, pearson_fit, pooling
-from test_gate_exact_engine import BATCHED, ENGINE_DRAWS, ENGINE_TV, SOLO, SOLO_DRAWS, SOLO_TV, mixed_fits
+from test_gate_exact_engine import (
+    BATCHED,
+    ENGINE_DRAWS,
+    ENGINE_TV,
+    MIXED,
+    MIXED_DRAWS,
+    MIXED_TV,
+    SOLO,
+    SOLO_DRAWS,
+    SOLO_TV,
+    mixed_fits,
+)
 from test_gate_exact_rule import RULE_GATES, RULE_TV_RANGE
 
 import runner.engine
@@ -58,6 +69,8 @@ def test_stated_detectable_distances_are_the_computed_ones() -> None:
         assert (round(min(tv), 3), round(max(tv), 3)) == RULE_TV_RANGE[gate], gate
     for settings, draws, stated in ((BATCHED, ENGINE_DRAWS, ENGINE_TV), (SOLO, SOLO_DRAWS, SOLO_TV)):
         assert {s.id: round(setting_power(s, draws, case_level(1)), 3) for s in settings} == stated
+    mixed = {s.id: round(setting_power(s, MIXED_DRAWS, case_level(len(g))), 3) for g in MIXED.values() for s in g}
+    assert mixed == MIXED_TV
 
 
 def _null_rate(law: torch.Tensor, num_draws: int, level: float, reps: int, seed: int) -> float:

@@ -85,6 +85,12 @@ MIXED = {
     for kind in ("dflash", "dflash2")
 }
 MIXED_GREEDY_PROMPT = PROMPTS[2]
+# The smallest total-variation distance over (t1, t2, t3) each sampled group detects with probability >= 0.99.
+MIXED_TV = {
+    f"{kind}-{rest}": tv
+    for kind in MIXED
+    for rest, tv in (("t0.6-block3", 0.161), ("t1.5-top-p0.9-top-k5-block3", 0.185))
+}
 
 
 def mixed_fits(kind: str, num_draws: int = MIXED_DRAWS):
