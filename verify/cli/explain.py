@@ -10,9 +10,9 @@ failed for a mutant (named, never an explanation).
 from __future__ import annotations
 
 import json as json_module
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -24,6 +24,8 @@ EXIT_USAGE, EXIT_HARNESS = 2, 3
 
 JobsOption = Annotated[int, typer.Option("--jobs", "-j", min=1, help="Mutants observed at once.")]
 JsonOut = Annotated[Path | None, typer.Option("--json", help="Also write the explanations here as JSON.")]
+
+T = TypeVar("T")
 
 
 def _fail(message: str, code: int) -> typer.Exit:
@@ -52,20 +54,32 @@ def _render(run: Any, json_path: Path | None) -> None:
         json_path.write_text(json_module.dumps(data, indent=2) + "\n")
 
 
-def _explain(config: Any, mutants: Mapping[str, Mapping[str, str]], jobs: int, json_path: Path | None) -> None:
-    from verify.observe.api import NoObserverError, ObserveHarnessError, SessionOptions, explain_overrides
+def _observed(observe: Callable[[], T]) -> T:
+    """What `observe` returns; no observer is a usage error (exit 2), the observation's own failure exit 3."""
+    from verify.observe.api import NoObserverError, ObserveHarnessError
 
     try:
-        run = explain_overrides(config, mutants, SessionOptions(jobs=jobs))
+        return observe()
     except NoObserverError as error:
         raise _fail(str(error), EXIT_USAGE) from None
     except ObserveHarnessError as error:
         raise _fail(f"harness error: {error}", EXIT_HARNESS) from None
-    _render(run, json_path)
+
+
+def _exit_on_failures(run: Any) -> None:
+    """Mutants the harness got no observation of: each named, then exit 3 (never an explanation)."""
     if run.failures:
         for name, why in run.failures.items():
             typer.echo(f"error: harness error for {name}: no observation: {why.strip().splitlines()[-1]}", err=True)
         raise typer.Exit(EXIT_HARNESS)
+
+
+def _explain(config: Any, mutants: Mapping[str, Mapping[str, str]], jobs: int, json_path: Path | None) -> None:
+    from verify.observe.api import SessionOptions, explain_overrides
+
+    run = _observed(lambda: explain_overrides(config, mutants, SessionOptions(jobs=jobs)))
+    _render(run, json_path)
+    _exit_on_failures(run)
 
 
 def explain_mutation(
@@ -148,7 +162,7 @@ def explain_sweep_mutant(
       dflash sweep explain 'runner.batch.x_compact__mutmut_3'
       dflash sweep explain --jobs 2 --write-equivalents
     """
-    from verify.observe.api import NoObserverError, ObserveHarnessError, SessionOptions
+    from verify.observe.api import SessionOptions
     from verify.run.settings import ConfigError, load_config
     from verify.sweep import equivalents
     from verify.sweep import report as sweep_report
@@ -168,12 +182,7 @@ def explain_sweep_mutant(
     if mutants:
         _explain(config, texts, jobs, json)
         return
-    try:
-        found = triage(config, result, SessionOptions(jobs=jobs), include_marked=marked)
-    except NoObserverError as error:
-        raise _fail(str(error), EXIT_USAGE) from None
-    except ObserveHarnessError as error:
-        raise _fail(f"harness error: {error}", EXIT_HARNESS) from None
+    found = _observed(lambda: triage(config, result, SessionOptions(jobs=jobs), include_marked=marked))
     _render(found.run, json)
     typer.echo("triage: " + ", ".join(f"{what} {n}" for what, n in found.counts.items()))
     path = config.root / (equivalents_file or equivalents.DEFAULT_PATH)
@@ -181,10 +190,7 @@ def explain_sweep_mutant(
         typer.echo(f"{annotate_equivalents(path, found, result)} entries of {path} gained the observation's evidence")
     if write_equivalents:
         typer.echo(f"{append_equivalents(path, found, result)} observably equivalent survivors written to {path}")
-    if found.run.failures:
-        for name, why in found.run.failures.items():
-            typer.echo(f"error: harness error for {name}: no observation: {why.strip().splitlines()[-1]}", err=True)
-        raise typer.Exit(EXIT_HARNESS)
+    _exit_on_failures(found.run)
 
 
 def add_explanations(
