@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from verify.observe import worker
 from verify.observe.compare import Comparison, Tolerance
 
 __all__ = ["ObserveHarnessError", "Observed", "SessionOptions", "observe_mutants"]
@@ -113,30 +114,28 @@ def observe_mutants(
             [sys.executable, "-m", "verify.observe.worker", str(base / "job.json")],
             cwd=project, env=env, capture_output=True, text=True, check=False,
         )  # fmt: skip
-        if (out / "nondeterministic").exists():
+        if (out / worker.DRIFT).exists():
             raise ObserveHarnessError(
                 "the observer is not deterministic: two runs of the pristine tree differ "
-                f"(first at {(out / 'nondeterministic').read_text()}); every comparison with a mutant would be noise "
+                f"(first at {(out / worker.DRIFT).read_text()}); every comparison with a mutant would be noise "
                 "(seed every random draw the workloads make, and keep their inputs fixed)"
             )
-        failed = next(
-            (out / f"{n}.failure" for n in ("pristine", "pristine-again") if (out / f"{n}.failure").exists()), None
-        )
-        if failed is not None:
-            raise ObserveHarnessError(f"the observer failed on the pristine tree:\n{failed.read_text()}")
-        if done.returncode != 0 or not (out / "pristine.pkl").exists():
+        for name in (worker.PRISTINE, worker.PRISTINE_AGAIN):
+            if (failed := out / f"{name}.failure").exists():
+                raise ObserveHarnessError(f"the observer failed on the pristine tree:\n{failed.read_text()}")
+        if done.returncode != 0 or not (out / f"{worker.PRISTINE}.pkl").exists():
             raise ObserveHarnessError(f"the observation worker failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
-        pristine = pickle.loads((out / "pristine.pkl").read_bytes())
+        pristine = pickle.loads((out / f"{worker.PRISTINE}.pkl").read_bytes())
         trouble = _pristine_trouble(pristine["observation"])
         if trouble:
             raise ObserveHarnessError(f"the pristine tree fails its own observation run: {trouble}")
         comparisons, digests, failures = {}, {}, {}
-        for index, name in enumerate(mutants):  # the worker names each job by its number (verify.observe.worker)
-            if (out / f"m{index}.pkl").exists():
-                result = pickle.loads((out / f"m{index}.pkl").read_bytes())
+        for index, name in enumerate(mutants):
+            if (out / f"{worker.job_id(index)}.pkl").exists():
+                result = pickle.loads((out / f"{worker.job_id(index)}.pkl").read_bytes())
                 comparisons[name], digests[name] = result["comparison"], result["digest"]
             else:
-                failure = out / f"m{index}.failure"
+                failure = out / f"{worker.job_id(index)}.failure"
                 failures[name] = failure.read_text() if failure.exists() else "no result"
         observation = pristine["observation"]
         return Observed(

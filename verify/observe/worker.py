@@ -24,7 +24,17 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main"]
+__all__ = ["DRIFT", "PRISTINE", "PRISTINE_AGAIN", "job_id", "main"]
+
+# The files each job leaves in the output folder, named here once (verify.observe.session reads them back):
+# `<id>.pkl` a result, `<id>.failure` the harness's own failure, DRIFT where the two pristine runs first differ.
+PRISTINE, PRISTINE_AGAIN, DRIFT = "pristine", "pristine-again", "nondeterministic"
+
+
+def job_id(index: int) -> str:
+    """The id of the job observing the job file's index-th mutant (never the mutant's name, which could be one of
+    the names above)."""
+    return f"m{index}"
 
 
 def _child(job: dict[str, Any], spec: dict[str, Any], pristine: Any, out: Path) -> None:
@@ -119,25 +129,25 @@ def main(argv: list[str]) -> int:
     torch.set_num_threads(1)
     sys.path[:0] = [str(Path(job["root"]) / rel) for rel in job["import_paths"]]
     os.chdir(job["root"])
-    twice = ("pristine", "pristine-again") if job["mutants"] else ("pristine",)
+    twice = (PRISTINE, PRISTINE_AGAIN) if job["mutants"] else (PRISTINE,)
     runs = [{"id": name, "overrides": {}, "budget_s": job["pristine_budget_s"]} for name in twice]
     _run(job, runs, None, out, min(len(runs), max(1, job["jobs"])), job["limit_s"])
     if not all((out / f"{name}.pkl").exists() for name in twice):
         return 3
-    pristine = pickle.loads((out / "pristine.pkl").read_bytes())
+    pristine = pickle.loads((out / f"{PRISTINE}.pkl").read_bytes())
     if len(twice) == 2:
         from verify.observe import compare
 
-        again = pickle.loads((out / "pristine-again.pkl").read_bytes())["observation"]
+        again = pickle.loads((out / f"{PRISTINE_AGAIN}.pkl").read_bytes())["observation"]
         drift = compare.compare(pristine["observation"], again, compare.Tolerance(*job["tolerance"]))
         if not drift.is_equivalent:
             first = drift.first
             where = f"{first.place}: {first.what}: {first.amount}" if first is not None else "?"
-            (out / "nondeterministic").write_text(where)
+            (out / DRIFT).write_text(where)
             return 3
     slowest = max(pristine["seconds"].values(), default=1.0)
     budget = max(job["min_budget_s"], job["budget_factor"] * slowest)
-    specs = [{"id": f"m{index}", "overrides": overrides, "budget_s": budget}
+    specs = [{"id": job_id(index), "overrides": overrides, "budget_s": budget}
              for index, overrides in enumerate(job["mutants"].values())]  # fmt: skip
     observation = pristine["observation"] if job["mutants"] else None
     _run(job, specs, observation, out, job["jobs"], job["limit_s"])
