@@ -53,7 +53,7 @@ def unpacked(digest: str, archive: bytes | None) -> Path | None:
     archive given, so the caller fetches it)."""
     tree = where(digest)
     if tree.is_dir():
-        _touch(tree)
+        touch(digest)
         return tree
     if archive is None:
         return None
@@ -70,13 +70,9 @@ def unpacked(digest: str, archive: bytes | None) -> Path | None:
 
 
 def touch(digest: str) -> None:
-    """Mark the tree of `digest` used now (a server reusing it between jobs)."""
-    _touch(where(digest))
-
-
-def _touch(tree: Path) -> None:
+    """Mark the tree of `digest` used now (every use of it, a server reusing it between jobs included)."""
     try:
-        os.utime(tree)
+        os.utime(where(digest))
     except OSError:  # pruned by a sibling a moment ago: the caller's next use unpacks it again
         pass
 
