@@ -111,6 +111,8 @@ def observe(
                 observer.run(workload, emit)
             except WorkloadTimeout:
                 recorder.emit(last_step["step"], -1, "timeout", f"ran past {budget_s:g} s")
+            except ObserverError:  # the observer itself broke (its hooks no longer fit the engine): harness trouble
+                raise
             except (Exception, SystemExit) as error:  # the mutant's exception is an observable, not our failure
                 recorder.emit(last_step["step"], -1, "error", f"{type(error).__name__}: {error}")
             finally:

@@ -7,12 +7,18 @@ rule) are wrapped in `runner.engine`'s namespace, the draft's `logits` is shadow
 target gets a forward hook, all undone when the `with` block ends. The wrappers call whatever the imported
 runner defines, mutated or not, and pass its results through untouched. Knows nothing of workloads, mutations
 or comparisons.
+
+The hooks are bound to the engine's internal signatures, listed in `CONTRACTS`: `watch` checks them before it
+wraps anything and reads arguments by name, never by position, so a refactor of the runner (a renamed or
+reordered parameter) is a `HookContractError` naming the function and what changed, not a wrong observation
+or an "error" observable blamed on the engine.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,10 +27,61 @@ import torch
 import runner.engine as engine_module
 from runner.block_manager import pages_for
 from runner.engine import Engine
+from verify.observe.protocol import ObserverError
 
-__all__ = ["Emit", "record_state", "watch"]
+__all__ = ["CONTRACTS", "Emit", "HookContractError", "check_contracts", "record_state", "watch"]
 
 Emit = Callable[[int, int, str, Any], None]
+
+# What each hook relies on: the callable (where `watch` finds it) -> the parameter names it reads or passes on,
+# in order. The target's forward hook reads `inputs.input_ids` and `inputs.valid` and `output[0]` (logits).
+CONTRACTS: dict[str, tuple[str, ...]] = {
+    "runner.engine.propose": (
+        "draft", "target", "rows", "store", "requests", "sizes", "anchors", "positions", "valid",
+    ),
+    "runner.engine.greedy_accept_counts": ("drafted", "target_argmax", "num_valid"),
+    "runner.engine.rejection_accept": ("drafted", "target_probs", "draft_probs", "draft_indices", "generator"),
+    "engine.draft.logits": ("hidden", "lm_head"),
+    "engine.target.forward": ("inputs", "cache", "tap_layer_ids", "logit_index"),
+}  # fmt: skip
+
+
+class HookContractError(ObserverError):
+    """The runner no longer has a signature the observer's hooks rely on (see `CONTRACTS`): the hooks in
+    verify/observe/runner_hooks.py need updating. A harness failure, never an observation of the engine."""
+
+
+def _parameters(function: Callable[..., Any]) -> tuple[str, ...]:
+    return tuple(inspect.signature(function).parameters)
+
+
+def check_contracts(engine: Engine) -> None:
+    """Raise HookContractError if a function `watch` wraps no longer takes the parameters it relies on."""
+    found: dict[str, Callable[..., Any] | None] = {
+        "runner.engine.propose": getattr(engine_module, "propose", None),
+        "runner.engine.greedy_accept_counts": getattr(engine_module, "greedy_accept_counts", None),
+        "runner.engine.rejection_accept": getattr(engine_module, "rejection_accept", None),
+        "engine.draft.logits": None if engine.draft is None else getattr(engine.draft, "logits", None),
+        "engine.target.forward": getattr(engine.target, "forward", None),
+    }
+    for name, function in found.items():
+        if name == "engine.draft.logits" and engine.draft is None:
+            continue
+        if function is None or not callable(function):
+            raise HookContractError(f"{name} is gone: the observer's hooks wrap it (verify/observe/runner_hooks.py)")
+        want, have = CONTRACTS[name], _parameters(function)
+        if have[: len(want)] != want:
+            raise HookContractError(
+                f"{name} takes ({', '.join(have)}); the observer's hooks rely on ({', '.join(want)}): update "
+                "CONTRACTS and the hooks in verify/observe/runner_hooks.py"
+            )
+
+
+def _argument(signature: inspect.Signature, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The argument passed for parameter `name`, however the caller spelled the call."""
+    bound = signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    return bound.arguments[name]
 
 
 def _rows_of(engine: Engine, num_rows: int) -> list[int]:
@@ -34,15 +91,18 @@ def _rows_of(engine: Engine, num_rows: int) -> list[int]:
 
 @contextlib.contextmanager
 def watch(engine: Engine, emit: Emit) -> Iterator[None]:
-    """Wrap the engine's collaborators for the `with` block; each call emits what it saw, keyed by step and row."""
+    """Wrap the engine's collaborators for the `with` block; each call emits what it saw, keyed by step and row.
+    Raises HookContractError first if the engine no longer has the signatures the wrappers rely on."""
+    check_contracts(engine)
     saved = {name: getattr(engine_module, name) for name in ("propose", "greedy_accept_counts", "rejection_accept")}
+    signatures = {name: inspect.signature(function) for name, function in saved.items()}
     owners: dict[int, int] = {}  # id(generator) -> row, refreshed at every decode
     # Each row's drafted slots this step (block size - 1, less where its budget ends): the slots past them are
     # padding, computed and never read, so they are not observed.
     slots: list[int] = []
 
     def propose(*args: Any, **kwargs: Any) -> Any:
-        sizes = args[5] if len(args) > 5 else kwargs["sizes"]
+        sizes = _argument(signatures["propose"], "sizes", args, kwargs)
         slots[:] = [size - 1 for size in sizes]
         proposal = saved["propose"](*args, **kwargs)
         owners.clear()
@@ -56,14 +116,17 @@ def watch(engine: Engine, emit: Emit) -> Iterator[None]:
                 emit(engine.num_steps, row, "draft candidates", proposal.indices[row])
         return proposal
 
-    def greedy_accept_counts(drafted: Any, target_argmax: Any, num_valid: Any) -> Any:
-        counts = saved["greedy_accept_counts"](drafted, target_argmax, num_valid)
+    def greedy_accept_counts(*args: Any, **kwargs: Any) -> Any:
+        counts = saved["greedy_accept_counts"](*args, **kwargs)
         for row, count in enumerate(counts.tolist()):
             emit(engine.num_steps, row, "greedy accepted", count)
         return counts
 
-    def rejection_accept(drafted: Any, target_probs: Any, draft_probs: Any, indices: Any, generator: Any) -> Any:
-        accepted, token = saved["rejection_accept"](drafted, target_probs, draft_probs, indices, generator)
+    def rejection_accept(*args: Any, **kwargs: Any) -> Any:
+        accepted, token = saved["rejection_accept"](*args, **kwargs)
+        bound = signatures["rejection_accept"].bind(*args, **kwargs)
+        drafted, target_probs = bound.arguments["drafted"], bound.arguments["target_probs"]
+        draft_probs, generator = bound.arguments["draft_probs"], bound.arguments["generator"]
         row = owners.get(id(generator), -1)
         emit(engine.num_steps, row, "rule drafted", torch.as_tensor(drafted))
         emit(engine.num_steps, row, "rule p", target_probs)
@@ -72,8 +135,8 @@ def watch(engine: Engine, emit: Emit) -> Iterator[None]:
         emit(engine.num_steps, row, "rule next token", token)
         return accepted, token
 
-    def target_hook(module: Any, args: tuple[Any, ...], output: Any) -> None:
-        inputs, logits = args[0], output[0]
+    def target_hook(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
+        inputs, logits = _argument(target_signature, "inputs", args, kwargs), output[0]
         prefill = logits.shape[1] != inputs.input_ids.shape[1]  # prefill returns the last position's logits only
         for i, row in enumerate(_rows_of(engine, logits.shape[0])):
             row_logits = logits[i] if prefill else logits[i][inputs.valid[i]]
@@ -82,14 +145,15 @@ def watch(engine: Engine, emit: Emit) -> Iterator[None]:
     draft = engine.draft
     draft_logits = None if draft is None else draft.logits
 
-    def logits(hidden: Any, lm_head: Any) -> Any:
+    def logits(*args: Any, **kwargs: Any) -> Any:
         assert draft_logits is not None
-        out = draft_logits(hidden, lm_head)
+        out = draft_logits(*args, **kwargs)
         for row in range(out.shape[0]):
             emit(engine.num_steps, row, "block logits", out[row, : slots[row]] if row < len(slots) else out[row])
         return out
 
-    handle = engine.target.register_forward_hook(target_hook)
+    target_signature = inspect.signature(engine.target.forward)
+    handle = engine.target.register_forward_hook(target_hook, with_kwargs=True)
     wrappers = {"propose": propose, "greedy_accept_counts": greedy_accept_counts, "rejection_accept": rejection_accept}
     try:
         for name, wrapper in wrappers.items():
