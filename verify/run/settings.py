@@ -7,10 +7,13 @@ pytest, forking or reports.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib
+import importlib.machinery
 import importlib.util
 import os
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,10 +21,22 @@ from typing import Any
 
 from verify.run.confine import WRITABLE_DOC, check_writable
 
-__all__ = ["DEVICES", "EXECUTORS", "ConfigError", "JobResources", "ProjectConfig", "load_config", "with_overrides"]
+__all__ = [
+    "COUNTS",
+    "DEVICES",
+    "EXECUTORS",
+    "ConfigError",
+    "JobResources",
+    "ProjectConfig",
+    "load_config",
+    "with_overrides",
+]
 
 EXECUTORS = ("fork", "ray")
 DEVICES = ("cpu", "cuda")
+# What a CI gate counts as a catch: `killed` (a gate's own check fired: killed or caught) or `detected` (any
+# red, crashes and timeouts included, for a suite whose tests fail by raising rather than asserting).
+COUNTS = ("killed", "detected")
 
 
 class ConfigError(Exception):
@@ -75,11 +90,21 @@ class ProjectConfig:
         "Required: your catalog modules (a package means all its submodules). A module outside your project, "
         "one that fails to import or one that registers nothing is exit 2.",
     )
-    gates: tuple[str, ...] = _key(("tests/gates",), "The paths (folders or files) that hold the gates.")
-    gate_marker: str = _key(
-        "gate", "The pytest marker expression that selects the gates under `gates`; when nothing is selected the "
-        "error names both.",
+    gates: tuple[str, ...] = _key(
+        ("tests/gates",), "The paths (folders or files) that hold the gates; a file's folder is copied with it, so "
+        "its conftest and sibling helper modules import as under plain pytest.",
     )  # fmt: skip
+    gate_marker: str = _key(
+        "gate", 'The pytest marker expression that selects the gates under `gates`; `""` selects every test there '
+        "(an existing suite, adopted whole). When nothing is selected the error names both.",
+    )  # fmt: skip
+    exclude: tuple[str, ...] = _key(
+        (), 'Paths or globs, relative to the root, left out of the gates, e.g. `["tests/test_gpu_*.py"]` for test '
+        "files whose collection needs packages this environment lacks. One that matches nothing is exit 2.",
+    )  # fmt: skip
+    pytest_args: tuple[str, ...] = _key(
+        (), 'Extra arguments for every pytest run of the gates, e.g. `["-p", "no:randomly"]`.'
+    )
     source_roots: tuple[str, ...] = _key(
         ("runner",), 'What the gates import: `["src"]` in a src/ layout, `["mypkg"]` flat, `["engine.py"]`, or '
         "several; namespace packages work. A mutated file outside them is exit 2.",
@@ -123,10 +148,25 @@ class ProjectConfig:
         "`--executor ray` reads it.",
     )  # fmt: skip
     writable: tuple[str, ...] = _key((), WRITABLE_DOC)  # see verify.run.confine
-    observe: str = _key("", "Your engine's observer factory, 'module:function', for `dflash verify explain`.")
+    observe: str = _key(
+        "", "Your engine's observer factory, 'module:function', for `dflash verify explain`. Its module must lie "
+        "in a source root (or be installed), and define the function; otherwise exit 2.",
+    )  # fmt: skip
+    count: str = _key(
+        "killed", "What the CI gate counts as a catch: `killed` (a gate's own check fired: killed or caught) or "
+        "`detected` (also crashed and timeout: for a suite whose tests fail by raising). `--count` overrides it.",
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
-        for name in ("mutation_modules", "gates", "source_roots", "preload", "invariant_errors"):
+        for name in (
+            "mutation_modules",
+            "gates",
+            "source_roots",
+            "preload",
+            "invariant_errors",
+            "exclude",
+            "pytest_args",
+        ):
             value = getattr(self, name)
             if not isinstance(value, tuple) or not all(isinstance(item, str) and item for item in value):
                 raise ConfigError(f"[tool.dflash] {name} must be a list of non-empty strings")
@@ -134,13 +174,15 @@ class ProjectConfig:
             raise ConfigError("[tool.dflash] required must be a list of mutation names")
         if not self.gates or not self.source_roots or not self.mutation_modules:
             raise ConfigError("[tool.dflash] mutation_modules, gates and source_roots must not be empty")
-        for rel in (*self.gates, *self.source_roots):
+        for rel in (*self.gates, *self.source_roots, *self.exclude):
             if Path(rel).is_absolute() or ".." in Path(rel).parts:
                 raise ConfigError(f"[tool.dflash] path {rel!r} must be relative and inside the project")
         if isinstance(self.jobs, bool) or not isinstance(self.jobs, int) or self.jobs < 0:
             raise ConfigError(f"[tool.dflash] jobs must be an integer >= 0, got {self.jobs!r}")
-        if not isinstance(self.gate_marker, str) or not self.gate_marker.strip():
-            raise ConfigError("[tool.dflash] gate_marker must be a non-empty pytest marker expression")
+        if not isinstance(self.gate_marker, str) or (self.gate_marker and not self.gate_marker.strip()):
+            raise ConfigError('[tool.dflash] gate_marker must be a pytest marker expression, or "" for every test')
+        if self.count not in COUNTS:
+            raise ConfigError(f"[tool.dflash] count must be one of {', '.join(COUNTS)}, got {self.count!r}")
         if isinstance(self.flake_reruns, bool) or not isinstance(self.flake_reruns, int) or self.flake_reruns < 0:
             raise ConfigError(f"[tool.dflash] flake_reruns must be an integer >= 0, got {self.flake_reruns!r}")
         if self.executor not in EXECUTORS:
@@ -161,6 +203,23 @@ class ProjectConfig:
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ConfigError(f"[tool.dflash] {name} must be a positive number, got {value!r}")
         check_writable(self.root, self.writable, ConfigError)
+
+    @property
+    def marker_args(self) -> tuple[str, ...]:
+        """pytest's `-m` for the gate marker; none when every test is a gate."""
+        return ("-m", self.gate_marker) if self.gate_marker else ()
+
+    def excluded(self) -> dict[str, tuple[str, ...]]:
+        """Each `exclude` entry and the paths (posix, relative to the root) it matches now, sorted."""
+        return {
+            pattern: tuple(sorted(p.relative_to(self.root).as_posix() for p in self.root.glob(pattern)))
+            for pattern in self.exclude
+        }
+
+    def pytest_extra(self) -> tuple[str, ...]:
+        """What every pytest run of the gates adds: an `--ignore` per excluded path, then `pytest_args`."""
+        paths = sorted({path for matched in self.excluded().values() for path in matched})
+        return (*(f"--ignore={path}" for path in paths), *self.pytest_args)
 
     @property
     def num_jobs(self) -> int:
@@ -208,7 +267,17 @@ class ProjectConfig:
         return tuple(sorted(names | {"conftest"}))
 
 
-_LIST_KEYS = ("mutation_modules", "gates", "source_roots", "preload", "required", "invariant_errors", "writable")
+_LIST_KEYS = (
+    "mutation_modules",
+    "gates",
+    "exclude",
+    "pytest_args",
+    "source_roots",
+    "preload",
+    "required",
+    "invariant_errors",
+    "writable",
+)
 _SCALAR_KEYS = (
     "gate_marker",
     "jobs",
@@ -219,8 +288,83 @@ _SCALAR_KEYS = (
     "executor",
     "device",
     "observe",
+    "count",
 )
 _TABLE_KEYS = ("job_resources",)
+
+
+def _installed(top: str) -> bool:
+    """`top` imports without the project's folders: already loaded, or found by the interpreter's own finders
+    (an installed or editable package), the current directory left out as a child never runs there."""
+    if top in sys.modules:
+        return True
+    here = {"", ".", os.getcwd()}
+    paths = [p for p in sys.path if p not in here]
+    if importlib.machinery.PathFinder.find_spec(top, paths) is not None:
+        return True
+    others = [f for f in sys.meta_path if f is not importlib.machinery.PathFinder and hasattr(f, "find_spec")]
+    return any(finder.find_spec(top, None) is not None for finder in others)
+
+
+def _defines(file: Path, name: str) -> bool:
+    """The module's text binds `name` at its top level (a def, a class, an assignment or an import)."""
+    try:
+        tree = ast.parse(file.read_text())
+    except (SyntaxError, UnicodeDecodeError, OSError):
+        return True  # the import itself will say what is wrong, with its traceback
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == name:
+            return True
+        targets = [node.target] if isinstance(node, ast.AnnAssign) else getattr(node, "targets", [])
+        if isinstance(node, ast.Assign | ast.AnnAssign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in targets
+        ):
+            return True
+        if isinstance(node, ast.Import | ast.ImportFrom) and any(
+            (alias.asname or alias.name.partition(".")[0]) == name for alias in node.names
+        ):
+            return True
+    return False
+
+
+def _observer_problem(config: ProjectConfig) -> str:
+    """Why the observer factory cannot be made in a private copy ("" when it can). Checked from the files
+    (importlib's path finders and `ast`), never by importing: loading it would load the engine, torch and all,
+    into every command that reads the configuration. The copy holds the source roots and the gates only, so a
+    module of the project elsewhere is not there; an installed package is found as the parent finds it."""
+    module, _, function = config.observe.partition(":")
+    parts = module.split(".")
+    project = [str((config.root / rel).resolve()) for rel in config.import_paths]
+    spec = importlib.machinery.PathFinder.find_spec(parts[0], project)
+    copied = [(config.root / rel).resolve() for rel in (*config.source_roots, *config.gates)]
+    fix = "move it under a source root, or name an installed module"
+    if spec is None or spec.origin is None and not spec.submodule_search_locations:
+        if not _installed(parts[0]):
+            roots = ", ".join(config.source_roots)
+            return f"module {parts[0]!r} does not import: it is neither in the source roots ({roots}) nor installed"
+        spec = importlib.util.find_spec(parts[0])  # a top-level name: found, not imported
+    else:
+        location = Path(spec.origin or next(iter(spec.submodule_search_locations or ()))).resolve()
+        inside = any(location == c or location.is_relative_to(c) for c in copied)
+        if not inside and not _installed(parts[0]):
+            rel = location.relative_to(config.root) if location.is_relative_to(config.root) else location
+            return (
+                f"{rel} is outside the source roots ({', '.join(config.source_roots)}), so the private copies "
+                f"that are observed lack it: {fix}"
+            )
+    for depth in range(1, len(parts)):
+        locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+        if not locations:
+            return ""  # a module that is not a package, or not found as files: importing it will tell
+        spec = importlib.machinery.PathFinder.find_spec(".".join(parts[: depth + 1]), locations)
+        if spec is None:
+            return f"module {'.'.join(parts[: depth + 1])!r} does not exist: {fix}"
+    if spec is not None and spec.origin and spec.origin.endswith(".py") and not _defines(Path(spec.origin), function):
+        return f"{module} defines no {function!r}: name the function that returns your observer"
+    return ""
+
+
+_SOURCE_ROOTS_FIX = 'name what your tests import: ["src"] in a src/ layout, ["mypkg"] flat, or ["engine.py"]'
 
 
 def load_config(root: Path) -> ProjectConfig:
@@ -265,14 +409,27 @@ def load_config(root: Path) -> ProjectConfig:
     if "job_resources" in table:
         values["job_resources"] = JobResources.from_table(table["job_resources"])
     config = ProjectConfig(root=root, **values)  # type: ignore[arg-type]
+    fixes = {"gates": "name the folders or files that hold your tests", "source_roots": _SOURCE_ROOTS_FIX}
     for key, rels in (("gates", config.gates), ("source_roots", config.source_roots)):
         for rel in rels:
             if not (root / rel).exists():
-                raise ConfigError(f"[tool.dflash] {key}: path {rel!r} does not exist in {root}")
+                raise ConfigError(f"[tool.dflash] {key}: path {rel!r} does not exist in {root}: {fixes[key]}")
+    if config.observe and (problem := _observer_problem(config)):
+        raise ConfigError(f"[tool.dflash] observe = {config.observe!r}: {problem}")
+    for pattern, matched in config.excluded().items():
+        if not matched:
+            raise ConfigError(
+                f"[tool.dflash] exclude: {pattern!r} matches nothing in {root}: remove it, or write a path or glob "
+                'relative to the project root (e.g. "tests/test_gpu_*.py")'
+            )
     return config
 
 
-def with_overrides(config: ProjectConfig, executor: str | None = None, device: str | None = None) -> ProjectConfig:
-    """The config with the command line's --executor/--device in place of the table's (validated again)."""
-    changes = {key: value for key, value in (("executor", executor), ("device", device)) if value is not None}
+def with_overrides(
+    config: ProjectConfig, executor: str | None = None, device: str | None = None, count: str | None = None
+) -> ProjectConfig:
+    """The config with the command line's --executor/--device/--count in place of the table's (validated
+    again)."""
+    pairs = (("executor", executor), ("device", device), ("count", count))
+    changes = {key: value for key, value in pairs if value is not None}
     return dataclasses.replace(config, **changes) if changes else config  # type: ignore[arg-type]
