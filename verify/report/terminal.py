@@ -2,24 +2,27 @@
 
 The only rich module of the run besides the progress bars (`progress.py`). It renders records it is handed
 and computes nothing about verdicts: counts, score and the verdict line come from `summary.py`, so the
-terminal says what the JSON, HTML and JUnit files say. Output fits the console's width: the matrix groups
+terminal says what the JSON, HTML and JUnit files say. Output fits a terminal's width: the matrix groups
 gates by file (or shows every gate with `by="gate"`) and splits its columns into blocks when they do not fit,
-so every row and every group is on screen at 80 columns as at 200.
+so every row and every group is on screen at 80 columns as at 200. Piped (a file, a CI log), the matrix and
+the catalog table are as wide as their content, every column kept.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.syntax import Syntax
 from rich.table import Table as RichTable
 from rich.text import Text
 
 from verify.mutation import Mutation
 from verify.report.files import Detail, Table
-from verify.report.matrix import LEGEND, SYMBOL, SYMBOL_STYLE, build_matrix
+from verify.report.matrix import LEGEND, SYMBOL, SYMBOL_STYLE, Matrix, build_matrix
 from verify.report.summary import DECLARED, Verdict, format_score, status_label, status_reason, verdict_line
 from verify.report.verdict import MutationResult, RunReport
 
@@ -52,6 +55,7 @@ STATUS_STYLE = {
 }
 _STATUS_WIDTH = 9
 _MAX_FAILURES = 5
+_UNBOUNDED = 100_000  # a width no content reaches: measure a table's natural width
 
 
 def _console(console: Console | None) -> Console:
@@ -59,23 +63,62 @@ def _console(console: Console | None) -> Console:
 
 
 def render_matrix(report: RunReport, by: str = "file", console: Console | None = None) -> None:
-    """Rows = mutations, columns = gate groups (files) or gates, in blocks that fit the console's width."""
+    """Rows = mutations, columns = gate groups (files) or gates, in blocks that fit a terminal's width; piped
+    (not a terminal), in one block as wide as its content, every column kept. A group that no mutation
+    reached is named below the matrix, not drawn: a column blank in every row says nothing, and a block of
+    them would print every row again with nothing in it."""
     console = _console(console)
     matrix = build_matrix(report, by)
     if not matrix.rows:
         console.print("no mutation ran")
         return
     name_w = max(len(row.name) for row in matrix.rows)
-    room = max(3, console.width - name_w - _STATUS_WIDTH - 2)
     labels = [group.label for group in matrix.groups]
-    use_labels = sum(len(label) + 1 for label in labels) <= room
-    widths = [len(label) + 1 if use_labels else len(str(i)) + 1 for i, label in enumerate(labels, 1)]
-    for number, block in enumerate(_blocks(widths, room)):
+    reached = [i for i in range(len(labels)) if any(row.cells[i] for row in matrix.rows)]
+    unreached = [labels[i] for i in range(len(labels)) if i not in reached]
+    wanted = sum(len(labels[i]) + 1 for i in reached)
+    room = max(3, console.width - name_w - _STATUS_WIDTH - 2) if console.is_terminal else max(3, wanted)
+    use_labels = wanted <= room
+    widths = {i: len(labels[i]) + 1 if use_labels else len(str(i + 1)) + 1 for i in reached}
+    with _widened(console, None if console.is_terminal else name_w + _STATUS_WIDTH + 2 + wanted):
+        blocks = _blocks([(i, widths[i]) for i in reached], room)
+        _draw_blocks(console, matrix, name_w, labels if use_labels else None, widths, blocks)
+    kind = "gates" if by == "gate" else "gate files"
+    if not use_labels and reached:
+        keys = "  ".join(f"{i + 1}={labels[i]}({len(matrix.groups[i].gate_ids)})" for i in reached)
+        console.print(Text(f"{kind}: {keys}", style="dim"))
+    if unreached:
+        console.print(Text(f"{kind} no mutation reached (not drawn): {', '.join(unreached)}", style="dim"))
+    console.print(Text(LEGEND, style="dim"))
+
+
+@contextmanager
+def _widened(console: Console, width: int | None) -> Iterator[None]:
+    """The console `width` columns wide for the block (None: as it is). print() renders at most the console's
+    width, and a pipe has no screen to fit: this lets piped output keep its content's width."""
+    saved = console.width
+    if width is not None:
+        console.width = max(width, saved)
+    try:
+        yield
+    finally:
+        console.width = saved
+
+
+def _draw_blocks(
+    console: Console,
+    matrix: Matrix,
+    name_w: int,
+    labels: Sequence[str] | None,  # None: the columns are numbered
+    widths: Mapping[int, int],
+    blocks: Sequence[Sequence[int]],
+) -> None:
+    for number, block in enumerate(blocks):
         if number:
             console.print()
         header = Text(f"{'mutation':<{name_w}} {'status':<{_STATUS_WIDTH}} ", style="bold")
         for i in block:
-            header.append(f"{labels[i] if use_labels else i + 1:>{widths[i]}}", style="bold")
+            header.append(f"{labels[i] if labels else i + 1:>{widths[i]}}", style="bold")
         console.print(header, no_wrap=True, crop=False)
         for row in matrix.rows:
             line = Text(f"{row.name:<{name_w}} ")
@@ -85,16 +128,13 @@ def render_matrix(report: RunReport, by: str = "file", console: Console | None =
                 line.append(" " * (widths[i] - 1))
                 line.append(symbol or " ", style=SYMBOL_STYLE.get(symbol, ""))
             console.print(line, no_wrap=True, crop=False)
-    if not use_labels:
-        keys = "  ".join(f"{i}={g.label}({len(g.gate_ids)})" for i, g in enumerate(matrix.groups, 1))
-        console.print(Text(f"{'gates' if by == 'gate' else 'gate files'}: {keys}", style="dim"))
-    console.print(Text(LEGEND, style="dim"))
 
 
-def _blocks(widths: Sequence[int], room: int) -> list[list[int]]:
+def _blocks(widths: Sequence[tuple[int, int]], room: int) -> list[list[int]]:
+    """(group index, column width) pairs split into blocks of at most `room` columns; never an empty block."""
     blocks: list[list[int]] = [[]]
     used = 0
-    for i, width in enumerate(widths):
+    for i, width in widths:
         if blocks[-1] and used + width > room:
             blocks.append([])
             used = 0
@@ -237,19 +277,64 @@ def render_error(message: str, console: Console | None = None) -> None:
     (console or Console(stderr=True)).print(f"[bold red]error:[/] {escape(message)}")
 
 
-def render_mutations(mutations: Mapping[str, Mutation], console: Console | None = None) -> None:
-    """The catalog as a table whose columns wrap (names fold only if a name is wider than the console)."""
-    console = _console(console)
+_BUG_CLASS_MIN = 20  # the narrowest bug-class column worth its own pinned-killers or file column beside it
+
+
+def _catalog_layout(mutations: Mapping[str, Mutation], width: int) -> tuple[str, ...]:
+    """The catalog's columns at a terminal's width: all four while the bug class keeps room; narrower, the
+    pins go under the bug class, then the file under the name, so every piece stays on screen, never cut."""
+    name_w = max((len(n) for n in mutations), default=4)
+    file_w = max((len(m.file) for m in mutations.values()), default=4)
+    pins_w = max((len(", ".join(_pins(m))) for m in mutations.values()), default=0)
+    if name_w + file_w + pins_w + _BUG_CLASS_MIN + 13 <= width:  # 13: four columns' borders and padding
+        return ("name", "file", "bug class", "pinned killers")
+    if name_w + file_w + _BUG_CLASS_MIN + 10 <= width:
+        return ("name", "file", "bug class")
+    return ("name", "bug class")
+
+
+def _pins(mutation: Mutation) -> list[str]:
+    return [p.rpartition("/")[2] for p in mutation.expect_killed_by]
+
+
+def _catalog(mutations: Mapping[str, Mutation], columns: tuple[str, ...], width: int | None) -> RichTable:
+    """The catalog table with `columns`; `width` None: every column at its content's width, unwrapped."""
     table = RichTable(title=f"{len(mutations)} registered mutations", show_lines=False)
     name_w = max((len(n) for n in mutations), default=4)
-    table.add_column("name", min_width=min(name_w, console.width // 2), overflow="fold")
-    table.add_column("file", overflow="fold")
-    table.add_column("bug class", overflow="fold", ratio=1)
-    table.add_column("pinned killers", overflow="fold")
+    fixed = {"name": min(name_w, width // 2) if width else None}
+    if width:
+        file_w = max((len(m.file) for m in mutations.values()), default=4)
+        pins_w = max((len(", ".join(_pins(m))) for m in mutations.values()), default=0)
+        fixed |= {"file": file_w, "pinned killers": pins_w}
+        taken = sum(fixed[c] or 0 for c in columns if c != "bug class")
+        fixed["bug class"] = max(1, width - taken - (3 * len(columns) + 1))
+    for column in columns:
+        table.add_column(column, width=fixed.get(column), overflow="fold", no_wrap=width is None)
     for name, mutation in mutations.items():
-        pins = ", ".join(p.rpartition("/")[2] for p in mutation.expect_killed_by)
-        table.add_row(escape(name), escape(mutation.file), escape(mutation.bug_class), escape(pins))
-    console.print(table)
+        pins = escape(", ".join(_pins(mutation)))
+        cells = {"name": escape(name), "file": escape(mutation.file), "pinned killers": pins}
+        cells["bug class"] = escape(mutation.bug_class)
+        if "pinned killers" not in columns and pins:
+            cells["bug class"] += f"\n[dim]pinned: {pins}[/]"
+        if "file" not in columns:
+            cells["name"] += f"\n[dim]{escape(mutation.file)}[/]"
+        table.add_row(*(cells[column] for column in columns))
+    return table
+
+
+def render_mutations(mutations: Mapping[str, Mutation], console: Console | None = None) -> None:
+    """The catalog as a table. On a terminal it fits the width: names whole (folded only past half the
+    width), the bug class wrapped, and where four columns do not fit the pins go under the bug class, then
+    the file under the name, so nothing is cut. Piped (a file, a CI log), one line per mutation as wide as
+    its content, every column kept."""
+    console = _console(console)
+    if console.is_terminal:
+        columns = _catalog_layout(mutations, console.width)
+        console.print(_catalog(mutations, columns, console.width))
+        return
+    table = _catalog(mutations, ("name", "file", "bug class", "pinned killers"), None)
+    with _widened(console, Measurement.get(console, console.options.update_width(_UNBOUNDED), table).maximum):
+        console.print(table, crop=False)
 
 
 def render_mutation(mutation: Mutation, detail: Detail, stale_reason: str, console: Console | None = None) -> None:
