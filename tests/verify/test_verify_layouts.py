@@ -278,3 +278,20 @@ def test_count_is_a_key_and_a_flag(tmp_path: Path) -> None:
     config = load_config(root)
     assert config.count == "detected" and with_overrides(config, count="killed").count == "killed"
     assert "--count" in " ".join(CliRunner().invoke(verify_app, ["--help"], env={"COLUMNS": "200"}).output.split())
+
+
+def test_a_gate_file_brings_its_folder_and_exclude_leaves_files_out_of_the_copy() -> None:
+    import dataclasses
+
+    from verify.run.project import project_files
+    from verify.run.settings import load_config
+
+    repo = load_config(Path(__file__).resolve().parents[2])
+    one_file = dataclasses.replace(repo, gates=("tests/gates/test_gate_trace.py",))
+    files = project_files(one_file)
+    # Its conftest imports `gatekit`, a sibling module: plain pytest finds it, so must the private copy.
+    assert {"tests/gates/conftest.py", "tests/gates/gatekit.py", "tests/gates/test_gate_trace.py"} <= set(files)
+    excluding = dataclasses.replace(repo, exclude=("tests/gates/test_gate_s*.py",))
+    left = set(project_files(repo)) - set(project_files(excluding))
+    assert left == {f for f in project_files(repo) if re.fullmatch(r"tests/gates/test_gate_s[^/]*\.py", f)} != set()
+    assert "--ignore=tests/gates/test_gate_sampling.py" in excluding.pytest_extra()
