@@ -171,3 +171,25 @@ def test_verify_after_adoption_and_with_a_gate_file_whose_conftest_imports_a_sib
     (root / "pyproject.toml").write_text(text.replace('    "tests/test_gpu.py",', '    "tests/test_g*.py",'))
     code, verdicts, stdout = verify()
     assert (code, verdicts) == (0, {"scale-returns-none": "killed"}), stdout
+
+
+@pytest.mark.parametrize(
+    ("files", "suite"),
+    [
+        ({"tests/unit/test_a.py": "", "tests/helper.py": "", "bench/b_test.py": ""}, ("bench", "tests")),
+        ({"test_ops.py": "", "venv2/pyvenv.cfg": "", "venv2/lib/test_x.py": "", ".tox/test_y.py": ""},
+         ("test_ops.py",)),
+        ({"tests/test_a.py": "", "checks/test_b.py": "",
+          "pytest.ini": "[pytest]\ntestpaths = checks missing\n"}, ("checks",)),
+        ({"tests/helper.py": ""}, None),
+    ],
+    ids=["folders", "root-file-beside-environments", "testpaths", "no-tests"],
+)  # fmt: skip
+def test_find_suite_finds_the_test_folders(tmp_path, files, suite) -> None:
+    from verify.run.adopt import find_suite
+
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    found = find_suite(tmp_path)
+    assert (found.paths if found else None) == suite

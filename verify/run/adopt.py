@@ -74,14 +74,18 @@ def find_suite(root: Path) -> Suite | None:
     if configured:
         return Suite(tuple(configured), "testpaths")
     tops: set[str] = set()
-    for path in root.rglob("*.py"):
-        relative = path.relative_to(root)
-        parts = relative.parts
-        if any(part.startswith(".") or part in _SKIP for part in parts[:-1]) or not _is_test_file(path):
+    for folder, subfolders, files in os.walk(root):
+        here = Path(folder)
+        if here != root and here.relative_to(root).parts[0] in tops:
+            subfolders[:] = []  # inside a folder already adopted whole
             continue
-        if (root / parts[0] / "pyvenv.cfg").is_file():  # a virtual environment under any name
-            continue
-        tops.add(parts[0])
+        # Pruned, not walked: hidden folders, build output and virtual environments (whatever their name).
+        subfolders[:] = [
+            d for d in subfolders if not d.startswith(".") and d not in _SKIP and not (here / d / "pyvenv.cfg").exists()
+        ]
+        if any(_is_test_file(here / name) for name in files):
+            relative = here.relative_to(root)
+            tops.update([relative.parts[0]] if relative.parts else [n for n in files if _is_test_file(root / n)])
     return Suite(tuple(sorted(tops)), "test files") if tops else None
 
 

@@ -30,8 +30,12 @@ def project_files(config: ProjectConfig) -> list[str]:
     def kept(relative: Path) -> bool:
         return not any(part.as_posix() in excluded for part in (relative, *relative.parents))
 
-    gate_folders = [Path(rel).parent.as_posix() if (root / rel).is_file() else rel for rel in config.gates]
-    for rel in (*config.source_roots, *gate_folders):
+    # A gate file at the root brings the root's own modules only, never the whole tree (environments, .git).
+    siblings = [f.name for rel in config.gates if "/" not in rel and (root / rel).is_file() for f in root.glob("*.py")]
+    gate_folders = [
+        Path(rel).parent.as_posix() if "/" in rel and (root / rel).is_file() else rel for rel in config.gates
+    ]
+    for rel in (*config.source_roots, *gate_folders, *siblings):
         path = root / rel
         candidates = path.rglob("*") if path.is_dir() else [path]
         for file in candidates:
