@@ -207,12 +207,13 @@ def _cli_verify(root: Path):
          "copies that are observed lack it: move it under a source root"),
         (lambda r: _observer(r, "calc/obs.py", "calc.obs:build"), "calc.obs defines no 'build'"),
         (lambda r: _observer(r, "calc/obs.py", "calc.nope:make"), "module 'calc.nope' does not exist"),
+        (lambda r: _observer(r, "calc/obs.py", "calc.obs:LIMIT"), "calc.obs.LIMIT is a value, not callable"),
         (lambda r: _set(r, "count", "all"), "count must be one of killed, detected, got 'all'"),
     ],
     ids=["no-table", "no-mutation-modules", "stdlib", "torch", "missing", "crashes", "exits", "registers-nothing",
          "file-outside-roots", "not-importable", "namespace-root-imported-by-name", "exclude-matches-nothing",
          "source-root-missing", "gate-file-missing", "observer-not-found", "observer-outside-roots",
-         "observer-without-factory", "observer-submodule-missing", "count-unknown"],
+         "observer-without-factory", "observer-submodule-missing", "observer-not-callable", "count-unknown"],
 )  # fmt: skip
 def test_catalog_and_layout_errors_are_exit_2_before_any_run(tmp_path: Path, edit, message: str) -> None:
     root = make_project(tmp_path / "project", "flat")
@@ -226,7 +227,8 @@ def test_catalog_and_layout_errors_are_exit_2_before_any_run(tmp_path: Path, edi
 
 
 def _observer(root: Path, rel: str, spec: str) -> None:
-    (root / rel).write_text("def make():\n    raise AssertionError('never imported by the configuration check')\n")
+    (root / rel).write_text("raise AssertionError('never imported by the configuration check')\n\n\n"
+                            "def make():\n    pass\n\n\nLIMIT = 3\n")  # fmt: skip
     _set(root, "observe", spec)
 
 

@@ -306,25 +306,30 @@ def _installed(top: str) -> bool:
     return any(finder.find_spec(top, None) is not None for finder in others)
 
 
-def _defines(file: Path, name: str) -> bool:
-    """The module's text binds `name` at its top level (a def, a class, an assignment or an import)."""
+_DATA = (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.JoinedStr, ast.ListComp, ast.DictComp)
+
+
+def _binding(file: Path, name: str) -> str:
+    """How the module's text binds `name` at its top level: "callable" (a def, a class, an import or any
+    other expression), "data" (a literal: never a factory) or "" (not at all). Unreadable text: "callable",
+    so the import itself reports what is wrong, with its traceback."""
     try:
         tree = ast.parse(file.read_text())
     except (SyntaxError, UnicodeDecodeError, OSError):
-        return True  # the import itself will say what is wrong, with its traceback
+        return "callable"
+    found = ""
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == name:
-            return True
-        targets = [node.target] if isinstance(node, ast.AnnAssign) else getattr(node, "targets", [])
-        if isinstance(node, ast.Assign | ast.AnnAssign) and any(
-            isinstance(t, ast.Name) and t.id == name for t in targets
-        ):
-            return True
-        if isinstance(node, ast.Import | ast.ImportFrom) and any(
+            found = "callable"
+        elif isinstance(node, ast.Import | ast.ImportFrom) and any(
             (alias.asname or alias.name.partition(".")[0]) == name for alias in node.names
         ):
-            return True
-    return False
+            found = "callable"
+        elif isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            targets = [node.target] if isinstance(node, ast.AnnAssign) else node.targets
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                found = "data" if isinstance(node.value, _DATA) else "callable"
+    return found  # the last binding wins, as it does when the module runs
 
 
 def _observer_problem(config: ProjectConfig) -> str:
@@ -359,8 +364,12 @@ def _observer_problem(config: ProjectConfig) -> str:
         spec = importlib.machinery.PathFinder.find_spec(".".join(parts[: depth + 1]), locations)
         if spec is None:
             return f"module {'.'.join(parts[: depth + 1])!r} does not exist: {fix}"
-    if spec is not None and spec.origin and spec.origin.endswith(".py") and not _defines(Path(spec.origin), function):
-        return f"{module} defines no {function!r}: name the function that returns your observer"
+    if spec is not None and spec.origin and spec.origin.endswith(".py"):
+        binding = _binding(Path(spec.origin), function)
+        if not binding:
+            return f"{module} defines no {function!r}: name the function that returns your observer"
+        if binding == "data":
+            return f"{module}.{function} is a value, not callable: name the function that returns your observer"
     return ""
 
 
