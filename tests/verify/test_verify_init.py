@@ -142,6 +142,16 @@ def test_init_marker_adopts_only_the_marked_tests(tmp_path) -> None:
     assert "1 gates collected (marked 'fast')" in result.output and "baseline" not in result.output
 
 
+def test_init_keeps_a_suite_spread_over_xdist_workers_in_one_process(tmp_path) -> None:
+    root = _suite(tmp_path / "calc")
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('addopts = "--strict-markers -q"', 'addopts = "-q -n 2"'))
+    result = CliRunner().invoke(app, ["init", "--project", str(root), "--no-check"])
+    assert result.exit_code == 0, result.output
+    assert tomllib.loads(pyproject.read_text())["tool"]["dflash"]["pytest_args"] == ["-n", "0"]
+    assert "pytest-xdist workers" in result.output
+
+
 def test_init_refuses_a_marker_pytest_rejects_and_writes_nothing(tmp_path) -> None:
     root = _suite(tmp_path / "calc")
     before = (root / "pyproject.toml").read_text()
