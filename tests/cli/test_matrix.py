@@ -222,7 +222,7 @@ def test_a_commands_table_and_a_detail_hint_are_drawn_by_the_html_and_terminal_r
 def test_the_catalog_on_a_terminal_fits_the_width_and_cuts_nothing(width: int) -> None:
     from pathlib import Path
 
-    from verify.report.terminal import render_mutations
+    from verify.report.catalog_view import render_mutations
     from verify.run.catalog import load_mutations
     from verify.run.settings import load_config
 

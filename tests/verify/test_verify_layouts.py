@@ -203,8 +203,8 @@ def _cli_verify(root: Path):
         (lambda r: _set(r, "gates", ["tests/test_none.py"]), "gates: path 'tests/test_none.py' does not exist"),
         (lambda r: _set(r, "observe", "nowhere_obs:make"), "observe = 'nowhere_obs:make': module 'nowhere_obs' "
          "does not import"),
-        (lambda r: _observer(r, "obs.py", "obs:make"), "obs.py is outside the source roots (calc), so the private "
-         "copies that are observed lack it: move it under a source root"),
+        (lambda r: _observer(r, "obs.py", "obs:make"), "observe = 'obs:make': obs.py is outside the copied folders "
+         "(calc, tests), so the private copies that are observed lack it: move it under a source root"),
         (lambda r: _observer(r, "calc/obs.py", "calc.obs:build"), "calc.obs defines no 'build'"),
         (lambda r: _observer(r, "calc/obs.py", "calc.nope:make"), "module 'calc.nope' does not exist"),
         (lambda r: _observer(r, "calc/obs.py", "calc.obs:LIMIT"), "calc.obs.LIMIT is a value, not callable"),

@@ -179,7 +179,7 @@ def read_report(path: Path) -> tuple[RunReport, dict[str, Detail], RunInfo]:
         first_kill=bool(data.get("first_kill", False)),
         generated=bool(data.get("generated", False)),
         confinement=str(data.get("confinement", "")),
-        counting=str(data.get("count", "killed")),
+        counting="detected" if data.get("count") == "detected" else "killed",
     )
     details = {m["name"]: _detail(m) for m in data["mutations"] if "file" in m}
     verdict = data.get("verdict") or {}

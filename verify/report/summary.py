@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from verify.report.verdict import MutationResult, RunReport
+from verify.report.verdict import MutationResult, RunReport, Status
 
 __all__ = ["DECLARED", "MAX_NAMED", "Verdict", "format_score", "judge", "status_label", "status_reason", "verdict_line"]
 
@@ -19,6 +19,7 @@ MAX_NAMED = 3  # names shown per kind of failure on the one line; the summary ab
 # crashed and timeout pass the CI gate and are not named).
 _NAMED = ("survived", "stale", "error", "crashed", "timeout")
 _DETECTED = ("crashed", "timeout")
+_CAUGHT = (Status.KILLED, Status.CAUGHT)  # what a gate's own check fired on; "detected" adds crashed and timeout
 DECLARED = "survived (declared)"  # expect="survives" and indeed survived: outside the score, not a failure
 
 
@@ -79,7 +80,9 @@ def judge(report: RunReport, fail_under: float = 0.0) -> Verdict:
     return Verdict(
         passed=not failures and not errors,
         failures=failures,
-        killed=sum(1 for r in judged if report.counts_as_caught(r.status)),
+        killed=sum(
+            1 for r in judged if (r.status.is_detected if report.counting == "detected" else r.status in _CAUGHT)
+        ),
         judged=len(judged),
         total=len(statuses),
         counts=counts,

@@ -4,8 +4,8 @@ The only rich module of the run besides the progress bars (`progress.py`). It re
 and computes nothing about verdicts: counts, score and the verdict line come from `summary.py`, so the
 terminal says what the JSON, HTML and JUnit files say. Output fits a terminal's width: the matrix groups
 gates by file (or shows every gate with `by="gate"`) and splits its columns into blocks when they do not fit,
-so every row and every group is on screen at 80 columns as at 200. Piped (a file, a CI log), the matrix and
-the catalog table are as wide as their content, every column kept.
+so every row and every group is on screen at 80 columns as at 200. Piped (a file, a CI log), the matrix is as
+wide as its content, every column kept. The catalog's own views are `catalog_view.py`'s.
 """
 
 from __future__ import annotations
@@ -15,12 +15,10 @@ from contextlib import contextmanager
 
 from rich.console import Console
 from rich.markup import escape
-from rich.measure import Measurement
 from rich.syntax import Syntax
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from verify.mutation import Mutation
 from verify.report.files import Detail, Table
 from verify.report.matrix import LEGEND, SYMBOL, SYMBOL_STYLE, Matrix, build_matrix
 from verify.report.summary import DECLARED, Verdict, format_score, status_label, status_reason, verdict_line
@@ -31,13 +29,12 @@ __all__ = [
     "render_error",
     "render_gate_list",
     "render_matrix",
-    "render_mutation",
-    "render_mutations",
     "render_report",
     "render_result_detail",
     "render_survivors",
     "render_table",
     "render_verdict",
+    "widened",
 ]
 
 STATUS_STYLE = {
@@ -55,7 +52,6 @@ STATUS_STYLE = {
 }
 _STATUS_WIDTH = 9
 _MAX_FAILURES = 5
-_UNBOUNDED = 100_000  # a width no content reaches: measure a table's natural width
 
 
 def _console(console: Console | None) -> Console:
@@ -80,7 +76,7 @@ def render_matrix(report: RunReport, by: str = "file", console: Console | None =
     room = max(3, console.width - name_w - _STATUS_WIDTH - 2) if console.is_terminal else max(3, wanted)
     use_labels = wanted <= room
     widths = {i: len(labels[i]) + 1 if use_labels else len(str(i + 1)) + 1 for i in reached}
-    with _widened(console, None if console.is_terminal else name_w + _STATUS_WIDTH + 2 + wanted):
+    with widened(console, None if console.is_terminal else name_w + _STATUS_WIDTH + 2 + wanted):
         blocks = _blocks([(i, widths[i]) for i in reached], room)
         _draw_blocks(console, matrix, name_w, labels if use_labels else None, widths, blocks)
     kind = "gates" if by == "gate" else "gate files"
@@ -93,7 +89,7 @@ def render_matrix(report: RunReport, by: str = "file", console: Console | None =
 
 
 @contextmanager
-def _widened(console: Console, width: int | None) -> Iterator[None]:
+def widened(console: Console, width: int | None) -> Iterator[None]:
     """The console `width` columns wide for the block (None: as it is). print() renders at most the console's
     width, and a pipe has no screen to fit: this lets piped output keep its content's width."""
     saved = console.width
@@ -275,75 +271,3 @@ def render_confinement(confinement: str, console: Console | None = None) -> None
 
 def render_error(message: str, console: Console | None = None) -> None:
     (console or Console(stderr=True)).print(f"[bold red]error:[/] {escape(message)}")
-
-
-_BUG_CLASS_MIN = 20  # the narrowest bug-class column worth its own pinned-killers or file column beside it
-
-
-def _catalog_layout(mutations: Mapping[str, Mutation], width: int) -> tuple[str, ...]:
-    """The catalog's columns at a terminal's width: all four while the bug class keeps room; narrower, the
-    pins go under the bug class, then the file under the name, so every piece stays on screen, never cut."""
-    name_w = max((len(n) for n in mutations), default=4)
-    file_w = max((len(m.file) for m in mutations.values()), default=4)
-    pins_w = max((len(", ".join(_pins(m))) for m in mutations.values()), default=0)
-    if name_w + file_w + pins_w + _BUG_CLASS_MIN + 13 <= width:  # 13: four columns' borders and padding
-        return ("name", "file", "bug class", "pinned killers")
-    if name_w + file_w + _BUG_CLASS_MIN + 10 <= width:
-        return ("name", "file", "bug class")
-    return ("name", "bug class")
-
-
-def _pins(mutation: Mutation) -> list[str]:
-    return [p.rpartition("/")[2] for p in mutation.expect_killed_by]
-
-
-def _catalog(mutations: Mapping[str, Mutation], columns: tuple[str, ...], width: int | None) -> RichTable:
-    """The catalog table with `columns`; `width` None: every column at its content's width, unwrapped."""
-    table = RichTable(title=f"{len(mutations)} registered mutations", show_lines=False)
-    name_w = max((len(n) for n in mutations), default=4)
-    fixed = {"name": min(name_w, width // 2) if width else None}
-    if width:
-        file_w = max((len(m.file) for m in mutations.values()), default=4)
-        pins_w = max((len(", ".join(_pins(m))) for m in mutations.values()), default=0)
-        fixed |= {"file": file_w, "pinned killers": pins_w}
-        taken = sum(fixed[c] or 0 for c in columns if c != "bug class")
-        fixed["bug class"] = max(1, width - taken - (3 * len(columns) + 1))
-    for column in columns:
-        table.add_column(column, width=fixed.get(column), overflow="fold", no_wrap=width is None)
-    for name, mutation in mutations.items():
-        pins = escape(", ".join(_pins(mutation)))
-        cells = {"name": escape(name), "file": escape(mutation.file), "pinned killers": pins}
-        cells["bug class"] = escape(mutation.bug_class)
-        if "pinned killers" not in columns and pins:
-            cells["bug class"] += f"\n[dim]pinned: {pins}[/]"
-        if "file" not in columns:
-            cells["name"] += f"\n[dim]{escape(mutation.file)}[/]"
-        table.add_row(*(cells[column] for column in columns))
-    return table
-
-
-def render_mutations(mutations: Mapping[str, Mutation], console: Console | None = None) -> None:
-    """The catalog as a table. On a terminal it fits the width: names whole (folded only past half the
-    width), the bug class wrapped, and where four columns do not fit the pins go under the bug class, then
-    the file under the name, so nothing is cut. Piped (a file, a CI log), one line per mutation as wide as
-    its content, every column kept."""
-    console = _console(console)
-    if console.is_terminal:
-        columns = _catalog_layout(mutations, console.width)
-        console.print(_catalog(mutations, columns, console.width))
-        return
-    table = _catalog(mutations, ("name", "file", "bug class", "pinned killers"), None)
-    with _widened(console, Measurement.get(console, console.options.update_width(_UNBOUNDED), table).maximum):
-        console.print(table, crop=False)
-
-
-def render_mutation(mutation: Mutation, detail: Detail, stale_reason: str, console: Console | None = None) -> None:
-    console = _console(console)
-    console.print(f"[bold]{escape(mutation.name)}[/]  {escape(mutation.file)}")
-    console.print(f"bug class: {escape(mutation.bug_class)}")
-    if mutation.expect_killed_by:
-        console.print(f"pinned killers: {escape(', '.join(mutation.expect_killed_by))}")
-    if stale_reason:
-        console.print(f"[magenta]stale:[/] {escape(stale_reason)}")
-    else:
-        console.print(Syntax(detail.diff, "diff", theme="ansi_dark", background_color="default", word_wrap=True))

@@ -170,23 +170,7 @@ class RunReport:
     # What kept children out of the user's files: "landlock ABI n", "off: why" (detection only), "" unknown.
     confinement: str = ""
     jobs: int = 0  # children at once, as the run held them (the executor's capacity unless told); 0: unknown
-    # What the CI gate counts as a catch ([tool.dflash] count): "killed" (killed or caught: a gate's own check
-    # fired) or "detected" (any red, crashed and timeout included, for a suite that fails by raising).
-    counting: str = "killed"
-
-    def __post_init__(self) -> None:
-        if self.counting not in ("killed", "detected"):
-            raise ValueError(f"counting must be 'killed' or 'detected', got {self.counting!r}")
-
-    def counts_as_caught(self, status: Status) -> bool:
-        """The status passes the CI gate: killed or caught, or under count = "detected" any detection."""
-        return status.is_detected if self.counting == "detected" else status in (Status.KILLED, Status.CAUGHT)
-
-    @property
-    def gate_score(self) -> float | None:
-        """The share the CI gate counts (`--fail-under` compares it): the score, or `detected` under
-        count = "detected"."""
-        return self.detected if self.counting == "detected" else self.score
+    counting: str = "killed"  # what passes the CI gate ([tool.dflash] count): "killed" (or caught), or "detected"
 
     def count(self, status: Status) -> int:
         return sum(1 for r in self.mutations if r.status is status)
@@ -271,14 +255,15 @@ class RunReport:
         """Why this run fails (empty: exit 0, unless there are errors: exit 4)."""
         reasons = []
         required = set(self.required) - self._expected_names
+        detected = self.counting == "detected"  # crashed and timeout pass too, and --fail-under reads `detected`
+        caught = {s for s in Status if s.is_detected} if detected else {Status.KILLED, Status.CAUGHT}
         for result in self.mutations:
             if result.status is Status.STALE and not self.generated:
                 reasons.append(f"{result.name}: stale ({result.reason})")
-            elif result.name in required and result.status.is_judged and not self.counts_as_caught(result.status):
+            elif result.name in required and result.status.is_judged and result.status not in caught:
                 reasons.append(f"{result.name}: {result.status}")
         reasons += [f"{name}: pinned gate {pin} no longer kills it" for name, pin in self.lost_pins]
-        score = self.gate_score
-        name = "detected" if self.counting == "detected" else "score"
+        score, name = (self.detected, "detected") if detected else (self.score, "score")
         excused = self.interrupted or self.generated or any(r.status is Status.SKIPPED for r in self.mutations)
         if score is None and not excused:
             reasons.append("no mutation was judged: an empty catalog proves nothing")

@@ -7,65 +7,26 @@ pytest, forking or reports.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import importlib
-import importlib.machinery
 import importlib.util
 import os
-import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from verify.run.confine import WRITABLE_DOC, check_writable
+from verify.run.factory import factory_problem
+from verify.run.resources import ConfigError, JobResources
 
-__all__ = [
-    "COUNTS",
-    "DEVICES",
-    "EXECUTORS",
-    "ConfigError",
-    "JobResources",
-    "ProjectConfig",
-    "load_config",
-    "with_overrides",
-]
+__all__ = ["DEVICES", "EXECUTORS", "ConfigError", "JobResources", "ProjectConfig", "load_config", "with_overrides"]
 
 EXECUTORS = ("fork", "ray")
 DEVICES = ("cpu", "cuda")
 # What a CI gate counts as a catch: `killed` (a gate's own check fired: killed or caught) or `detected` (any
 # red, crashes and timeouts included, for a suite whose tests fail by raising rather than asserting).
-COUNTS = ("killed", "detected")
-
-
-class ConfigError(Exception):
-    """The project's `[tool.dflash]` table, or a catalog it names, is unusable (CLI exit code 2)."""
-
-
-@dataclass(frozen=True, slots=True)
-class JobResources:
-    """What one job (one child) reserves on a Ray cluster: Ray schedules a job only where these are free."""
-
-    num_cpus: float = 1.0
-    num_gpus: float = 0.0
-
-    def __post_init__(self) -> None:
-        for name in ("num_cpus", "num_gpus"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise ConfigError(f"[tool.dflash] job_resources.{name} must be a number >= 0, got {value!r}")
-        if self.num_cpus == 0 and self.num_gpus == 0:
-            raise ConfigError("[tool.dflash] job_resources must reserve some num_cpus or num_gpus")
-
-    @classmethod
-    def from_table(cls, table: object) -> JobResources:
-        if not isinstance(table, dict):
-            raise ConfigError("[tool.dflash] job_resources must be a table, e.g. {num_cpus = 1, num_gpus = 1}")
-        unknown = sorted(set(table) - {"num_cpus", "num_gpus"})
-        if unknown:
-            raise ConfigError(f"[tool.dflash] job_resources: unknown keys {', '.join(unknown)} (num_cpus, num_gpus)")
-        return cls(**table)
+_COUNTS = ("killed", "detected")
 
 
 def _default_preload() -> tuple[str, ...]:
@@ -158,15 +119,7 @@ class ProjectConfig:
     )  # fmt: skip
 
     def __post_init__(self) -> None:
-        for name in (
-            "mutation_modules",
-            "gates",
-            "source_roots",
-            "preload",
-            "invariant_errors",
-            "exclude",
-            "pytest_args",
-        ):
+        for name in _STRING_LISTS:
             value = getattr(self, name)
             if not isinstance(value, tuple) or not all(isinstance(item, str) and item for item in value):
                 raise ConfigError(f"[tool.dflash] {name} must be a list of non-empty strings")
@@ -181,8 +134,8 @@ class ProjectConfig:
             raise ConfigError(f"[tool.dflash] jobs must be an integer >= 0, got {self.jobs!r}")
         if not isinstance(self.gate_marker, str) or (self.gate_marker and not self.gate_marker.strip()):
             raise ConfigError('[tool.dflash] gate_marker must be a pytest marker expression, or "" for every test')
-        if self.count not in COUNTS:
-            raise ConfigError(f"[tool.dflash] count must be one of {', '.join(COUNTS)}, got {self.count!r}")
+        if self.count not in _COUNTS:
+            raise ConfigError(f"[tool.dflash] count must be one of {', '.join(_COUNTS)}, got {self.count!r}")
         if isinstance(self.flake_reruns, bool) or not isinstance(self.flake_reruns, int) or self.flake_reruns < 0:
             raise ConfigError(f"[tool.dflash] flake_reruns must be an integer >= 0, got {self.flake_reruns!r}")
         if self.executor not in EXECUTORS:
@@ -267,110 +220,11 @@ class ProjectConfig:
         return tuple(sorted(names | {"conftest"}))
 
 
-_LIST_KEYS = (
-    "mutation_modules",
-    "gates",
-    "exclude",
-    "pytest_args",
-    "source_roots",
-    "preload",
-    "required",
-    "invariant_errors",
-    "writable",
-)
-_SCALAR_KEYS = (
-    "gate_marker",
-    "jobs",
-    "timeout_factor",
-    "timeout_min_s",
-    "baseline_timeout_s",
-    "flake_reruns",
-    "executor",
-    "device",
-    "observe",
-    "count",
-)
+_STRING_LISTS = tuple("mutation_modules gates source_roots preload invariant_errors exclude pytest_args".split())
+_LIST_KEYS = (*_STRING_LISTS, "required", "writable")
+_SCALAR_KEYS: tuple[str, ...] = ("gate_marker", "jobs", "timeout_factor", "timeout_min_s", "baseline_timeout_s")
+_SCALAR_KEYS += ("flake_reruns", "executor", "device", "observe", "count")
 _TABLE_KEYS = ("job_resources",)
-
-
-def _installed(top: str) -> bool:
-    """`top` imports without the project's folders: already loaded, or found by the interpreter's own finders
-    (an installed or editable package), the current directory left out as a child never runs there."""
-    if top in sys.modules:
-        return True
-    here = {"", ".", os.getcwd()}
-    paths = [p for p in sys.path if p not in here]
-    if importlib.machinery.PathFinder.find_spec(top, paths) is not None:
-        return True
-    others = [f for f in sys.meta_path if f is not importlib.machinery.PathFinder and hasattr(f, "find_spec")]
-    return any(finder.find_spec(top, None) is not None for finder in others)
-
-
-_DATA = (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.JoinedStr, ast.ListComp, ast.DictComp)
-
-
-def _binding(file: Path, name: str) -> str:
-    """How the module's text binds `name` at its top level: "callable" (a def, a class, an import or any
-    other expression), "data" (a literal: never a factory) or "" (not at all). Unreadable text: "callable",
-    so the import itself reports what is wrong, with its traceback."""
-    try:
-        tree = ast.parse(file.read_text())
-    except (SyntaxError, UnicodeDecodeError, OSError):
-        return "callable"
-    found = ""
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == name:
-            found = "callable"
-        elif isinstance(node, ast.Import | ast.ImportFrom) and any(
-            (alias.asname or alias.name.partition(".")[0]) == name for alias in node.names
-        ):
-            found = "callable"
-        elif isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
-            targets = [node.target] if isinstance(node, ast.AnnAssign) else node.targets
-            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
-                found = "data" if isinstance(node.value, _DATA) else "callable"
-    return found  # the last binding wins, as it does when the module runs
-
-
-def _observer_problem(config: ProjectConfig) -> str:
-    """Why the observer factory cannot be made in a private copy ("" when it can). Checked from the files
-    (importlib's path finders and `ast`), never by importing: loading it would load the engine, torch and all,
-    into every command that reads the configuration. The copy holds the source roots and the gates only, so a
-    module of the project elsewhere is not there; an installed package is found as the parent finds it."""
-    module, _, function = config.observe.partition(":")
-    parts = module.split(".")
-    project = [str((config.root / rel).resolve()) for rel in config.import_paths]
-    spec = importlib.machinery.PathFinder.find_spec(parts[0], project)
-    copied = [(config.root / rel).resolve() for rel in (*config.source_roots, *config.gates)]
-    fix = "move it under a source root, or name an installed module"
-    if spec is None or spec.origin is None and not spec.submodule_search_locations:
-        if not _installed(parts[0]):
-            roots = ", ".join(config.source_roots)
-            return f"module {parts[0]!r} does not import: it is neither in the source roots ({roots}) nor installed"
-        spec = importlib.util.find_spec(parts[0])  # a top-level name: found, not imported
-    else:
-        location = Path(spec.origin or next(iter(spec.submodule_search_locations or ()))).resolve()
-        inside = any(location == c or location.is_relative_to(c) for c in copied)
-        if not inside and not _installed(parts[0]):
-            rel = location.relative_to(config.root) if location.is_relative_to(config.root) else location
-            return (
-                f"{rel} is outside the source roots ({', '.join(config.source_roots)}), so the private copies "
-                f"that are observed lack it: {fix}"
-            )
-    for depth in range(1, len(parts)):
-        locations = list(spec.submodule_search_locations or ()) if spec is not None else []
-        if not locations:
-            return ""  # a module that is not a package, or not found as files: importing it will tell
-        spec = importlib.machinery.PathFinder.find_spec(".".join(parts[: depth + 1]), locations)
-        if spec is None:
-            return f"module {'.'.join(parts[: depth + 1])!r} does not exist: {fix}"
-    if spec is not None and spec.origin and spec.origin.endswith(".py"):
-        binding = _binding(Path(spec.origin), function)
-        if not binding:
-            return f"{module} defines no {function!r}: name the function that returns your observer"
-        if binding == "data":
-            return f"{module}.{function} is a value, not callable: name the function that returns your observer"
-    return ""
 
 
 _SOURCE_ROOTS_FIX = 'name what your tests import: ["src"] in a src/ layout, ["mypkg"] flat, or ["engine.py"]'
@@ -423,7 +277,8 @@ def load_config(root: Path) -> ProjectConfig:
         for rel in rels:
             if not (root / rel).exists():
                 raise ConfigError(f"[tool.dflash] {key}: path {rel!r} does not exist in {root}: {fixes[key]}")
-    if config.observe and (problem := _observer_problem(config)):
+    copied = (*config.source_roots, *config.gates)
+    if config.observe and (problem := factory_problem(root, config.import_paths, copied, config.observe)):
         raise ConfigError(f"[tool.dflash] observe = {config.observe!r}: {problem}")
     for pattern, matched in config.excluded().items():
         if not matched:
