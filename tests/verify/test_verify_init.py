@@ -152,6 +152,16 @@ def test_init_keeps_a_suite_spread_over_xdist_workers_in_one_process(tmp_path) -
     assert "pytest-xdist workers" in result.output
 
 
+def test_init_refuses_a_suite_whose_conftest_fails_and_writes_nothing(tmp_path) -> None:
+    root = _suite(tmp_path / "calc")
+    (root / "tests" / "conftest.py").write_text("import not_installed_conftest_dep\n")
+    before = (root / "pyproject.toml").read_text()
+    result = CliRunner().invoke(app, ["init", "--project", str(root), "--no-check"])
+    assert result.exit_code == 2, result.output
+    assert "No module named 'not_installed_conftest_dep'" in result.output
+    assert (root / "pyproject.toml").read_text() == before and not (root / "calc_mutations.py").exists()
+
+
 def test_init_refuses_a_marker_pytest_rejects_and_writes_nothing(tmp_path) -> None:
     root = _suite(tmp_path / "calc")
     before = (root / "pyproject.toml").read_text()

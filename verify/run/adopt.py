@@ -22,6 +22,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from verify.run.collect_probe import reason
 from verify.run.scaffold import Scaffold, ScaffoldError
 from verify.run.settings import ConfigError, ProjectConfig
 
@@ -182,10 +183,10 @@ def collect(scaffold: Scaffold, suite: Suite, marker: str = "") -> Adoption:
     errors: dict[str, str] = found["errors"]
     if "." in errors or found["exit"] in (3, 4):  # an internal or a usage error: pytest refused the session
         said = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("ERROR:")]
-        why = errors.get(".") or (said[-1].removeprefix("ERROR:").strip() if said else f"pytest exit {found['exit']}")
+        refusal = errors.get(".") or (said[-1].removeprefix("ERROR:").strip() if said else reason(done.stderr))
         raise ScaffoldError(
-            f"pytest could not collect the suite ({why}): fix it, or "
-            "write [tool.dflash] by hand (docs: reference/configuration.md)"
+            f"pytest could not collect the suite (exit {found['exit']}: {refusal}): fix it, or write [tool.dflash] "
+            "by hand (docs: reference/configuration.md)"
         )
     excluded = tuple(sorted((path.split("::")[0], why) for path, why in errors.items()))
     gate_ids = tuple(found["ids"])
