@@ -293,6 +293,7 @@ def test_a_gate_file_brings_its_folder_and_exclude_leaves_files_out_of_the_copy(
     files = project_files(one_file)
     # Its conftest imports `gatekit`, a sibling module: plain pytest finds it, so must the private copy.
     assert {"tests/gates/conftest.py", "tests/gates/gatekit.py", "tests/gates/test_gate_trace.py"} <= set(files)
+    assert "tests/test_layout.py" in files  # beside tests/conftest.py: importable under plain pytest too
     excluding = dataclasses.replace(repo, exclude=("tests/gates/test_gate_s*.py",))
     left = set(project_files(repo)) - set(project_files(excluding))
     assert left == {f for f in project_files(repo) if re.fullmatch(r"tests/gates/test_gate_s[^/]*\.py", f)} != set()

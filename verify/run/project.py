@@ -20,7 +20,8 @@ def project_files(config: ProjectConfig) -> list[str]:
 
     The source roots and gate paths (a gate file with its whole folder: its sibling helper modules import
     as the folder's conftest puts them on sys.path under plain pytest), the `__init__.py` and `conftest.py`
-    files above a gate (they decide how pytest names and imports it), and the root's pytest configuration,
+    files above a gate (they decide how pytest names and imports it) with the modules beside such a conftest
+    (importable the same way), and the root's pytest configuration,
     less what `exclude` matches: an excluded file is absent from the copy, so no gate run collects it. The
     same list keys the result cache, so an edit to any of them re-runs the mutations.
     """
@@ -51,5 +52,10 @@ def project_files(config: ProjectConfig) -> list[str]:
             found.update(
                 (parent / m).as_posix() for m in ("__init__.py", "conftest.py") if (root / parent / m).is_file()
             )
+            if parent.parts and (root / parent / "conftest.py").is_file():
+                # pytest puts a conftest's folder on sys.path (outside a package): the modules beside it import.
+                found.update(
+                    f.relative_to(root).as_posix() for f in (root / parent).glob("*.py") if kept(f.relative_to(root))
+                )
     found.update(name for name in _ROOT_FILES if (root / name).is_file())
     return sorted(found)
