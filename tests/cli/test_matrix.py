@@ -51,10 +51,45 @@ def _report() -> RunReport:
     return RunReport(baseline, tuple(mutations), required=NAMES)
 
 
-def _render(width: int, by: str = "file") -> str:
-    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
-    render_matrix(_report(), by, console)
+def _render(width: int, by: str = "file", report: RunReport | None = None, terminal: bool = True) -> str:
+    """The matrix as a terminal of `width` columns shows it, or (terminal=False) as a pipe receives it."""
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None, force_terminal=terminal)
+    render_matrix(report or _report(), by, console)
     return console.export_text()
+
+
+def _blocks(text: str) -> list[list[str]]:
+    """The matrix's blocks: each a header line and its rows."""
+    blocks: list[list[str]] = []
+    for line in text.splitlines():
+        if line.startswith("mutation "):
+            blocks.append([])
+        elif blocks and line.split(" ")[0] in NAMES:
+            blocks[-1].append(line)
+    return blocks
+
+
+@pytest.mark.parametrize("by", ["file", "gate"])
+def test_piped_the_matrix_is_one_block_as_wide_as_its_content(by: str) -> None:
+    text = _render(80, by, terminal=False)
+    [block] = _blocks(text)
+    assert len(block) == len(NAMES)
+    header = next(line for line in text.splitlines() if line.startswith("mutation "))
+    for group in build_matrix(_report(), by).groups:
+        assert re.search(rf"\s{re.escape(group.label)}(\s|$)", header), group.label  # named, not numbered
+
+
+@pytest.mark.parametrize(("width", "terminal"), [(80, True), (120, True), (80, False)])
+def test_no_block_is_blank_and_groups_no_mutation_reached_are_named(width: int, terminal: bool) -> None:
+    # Gates in 12 more files that no mutation reaches: blank columns that once filled a block of their own.
+    extra = tuple(f"tests/gates/test_gate_idle{k}.py::test_idle" for k in range(12))
+    report = _report()
+    baseline = Baseline("green", report.baseline.gates + tuple(GateOutcome(g, Outcome.PASSED, 0.1) for g in extra))
+    text = _render(width, report=dataclasses.replace(report, baseline=baseline), terminal=terminal)
+    for block in _blocks(text):
+        assert any(line[len(line.split(" ")[0]) :].split()[1:] for line in block), "a blank block"
+    note = "gate files no mutation reached (not drawn): " + ", ".join(f"idle{k}" for k in range(12))
+    assert note in " ".join(text.split())
 
 
 @pytest.mark.parametrize("by", ["file", "gate"])
@@ -181,3 +216,23 @@ def test_a_commands_table_and_a_detail_hint_are_drawn_by_the_html_and_terminal_r
     assert "By function" in text and "f<x>" in text and "1 note & more" in text
     with pytest.raises(ValueError, match="every row needs 3 cells"):
         Table("t", ("a", "b", "c"), (("1",),))
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_catalog_on_a_terminal_fits_the_width_and_cuts_nothing(width: int) -> None:
+    from pathlib import Path
+
+    from verify.report.catalog_view import render_mutations
+    from verify.run.catalog import load_mutations
+    from verify.run.settings import load_config
+
+    mutations = load_mutations(load_config(Path(__file__).resolve().parents[2]))
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None, force_terminal=True)
+    render_mutations(mutations, console)
+    lines = [line for line in console.export_text().splitlines()[1:] if line.strip()]  # below the title
+    assert all(len(line) <= width and line.rstrip()[-1] in "┓┃┩│┘" for line in lines)  # the right border: no crop
+    text = " ".join(lines)
+    last_column = "".join("".join(line.split("│")[-2].split()) for line in lines if line.count("│") >= 3)
+    for name, mutation in mutations.items():
+        assert name in text and mutation.file in text, name  # whole, never folded at these widths
+        assert "".join(mutation.bug_class.split()) in last_column, name  # every bug class whole, if wrapped

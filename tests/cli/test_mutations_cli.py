@@ -45,3 +45,13 @@ def test_list_shows_every_name_whole_at_80_columns() -> None:
     for name in CATALOG:
         assert name in listed.output, name
     assert "…" not in listed.output  # nothing cut with an ellipsis
+
+
+def test_list_piped_keeps_every_column_one_line_per_mutation() -> None:
+    listed = CliRunner().invoke(app, ["mutations", "list", "--project", str(ROOT)], env={"COLUMNS": "80"})
+    assert listed.exit_code == 0, listed.output
+    assert "pinned killers" in listed.output
+    mutations = load_mutations(load_config(ROOT))
+    for name, mutation in mutations.items():
+        [row] = [line for line in listed.output.splitlines() if line.startswith(f"│ {name} ")]
+        assert mutation.file in row and mutation.bug_class in row, name

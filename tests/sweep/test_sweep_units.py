@@ -104,6 +104,14 @@ def test_settings_follow_the_projects_gates_marker_and_import_paths(tmp_path: Pa
     compile(plugin, "plugin", "exec")
 
 
+def test_settings_without_a_marker_select_every_cpu_test_and_pass_the_extra_args(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    extra = ("--ignore=tests/test_gpu.py", "-p", "no:randomly")
+    sweep_mutmut.write_settings(tmp_path, ("pkg/a.py",), ("tests",), "", (".",), extra)
+    settings = tomllib.loads((tmp_path / "pyproject.toml").read_text())["tool"]["mutmut"]
+    assert settings["pytest_add_cli_args"] == [*extra, "-p", sweep_mutmut.PLUGIN]
+
+
 def test_resolve_modules(tmp_path: Path) -> None:
     (tmp_path / "runner" / "__pycache__").mkdir(parents=True)
     for name in ("runner/b.py", "runner/a.py", "runner/__pycache__/a.py", "runner/notes.txt"):

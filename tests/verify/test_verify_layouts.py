@@ -198,9 +198,22 @@ def _cli_verify(root: Path):
         (lambda r: _move(r, "calc", "calc-v2"), "does not import from the source roots"),
         (lambda r: (r / "calc" / "__init__.py").unlink(),
          "a folder without __init__.py that the gates import as `calc`"),
+        (lambda r: _set(r, "exclude", ["tests/test_none_*.py"]), "exclude: 'tests/test_none_*.py' matches nothing"),
+        (lambda r: _set(r, "source_roots", ["calc", "lib"]), "source_roots: path 'lib' does not exist"),
+        (lambda r: _set(r, "gates", ["tests/test_none.py"]), "gates: path 'tests/test_none.py' does not exist"),
+        (lambda r: _set(r, "observe", "nowhere_obs:make"), "observe = 'nowhere_obs:make': module 'nowhere_obs' "
+         "does not import"),
+        (lambda r: _observer(r, "obs.py", "obs:make"), "observe = 'obs:make': obs.py is outside the copied folders "
+         "(calc, tests), so the private copies that are observed lack it: move it under a source root"),
+        (lambda r: _observer(r, "calc/obs.py", "calc.obs:build"), "calc.obs defines no 'build'"),
+        (lambda r: _observer(r, "calc/obs.py", "calc.nope:make"), "module 'calc.nope' does not exist"),
+        (lambda r: _observer(r, "calc/obs.py", "calc.obs:LIMIT"), "calc.obs.LIMIT is a value, not callable"),
+        (lambda r: _set(r, "count", "all"), "count must be one of killed, detected, got 'all'"),
     ],
     ids=["no-table", "no-mutation-modules", "stdlib", "torch", "missing", "crashes", "exits", "registers-nothing",
-         "file-outside-roots", "not-importable", "namespace-root-imported-by-name"],
+         "file-outside-roots", "not-importable", "namespace-root-imported-by-name", "exclude-matches-nothing",
+         "source-root-missing", "gate-file-missing", "observer-not-found", "observer-outside-roots",
+         "observer-without-factory", "observer-submodule-missing", "observer-not-callable", "count-unknown"],
 )  # fmt: skip
 def test_catalog_and_layout_errors_are_exit_2_before_any_run(tmp_path: Path, edit, message: str) -> None:
     root = make_project(tmp_path / "project", "flat")
@@ -213,7 +226,13 @@ def test_catalog_and_layout_errors_are_exit_2_before_any_run(tmp_path: Path, edi
     assert not (root / ".dflash-cache").exists()  # nothing ran
 
 
-def _set(root: Path, key: str, value: list[str] | None) -> None:
+def _observer(root: Path, rel: str, spec: str) -> None:
+    (root / rel).write_text("raise AssertionError('never imported by the configuration check')\n\n\n"
+                            "def make():\n    pass\n\n\nLIMIT = 3\n")  # fmt: skip
+    _set(root, "observe", spec)
+
+
+def _set(root: Path, key: str, value: object) -> None:
     lines = [line for line in (root / "pyproject.toml").read_text().splitlines() if not line.startswith(key)]
     if value is not None:
         lines.append(f"{key} = {json.dumps(value)}")
@@ -247,3 +266,35 @@ def test_probe_refuses_a_baseline_that_ran_no_source_line(tmp_path: Path) -> Non
     check_sources_imported(config, {"lines": {"src/calc/ops.py": {"1": [""]}}})
     with pytest.raises(ConfigError, match="never imported the source roots"):
         check_sources_imported(config, {"lines": {"tests/test_calc.py": {"1": [""]}}})
+
+
+def test_count_is_a_key_and_a_flag(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from verify.cli.verify import verify_app
+    from verify.run.settings import load_config, with_overrides
+
+    root = make_project(tmp_path / "project", "flat")
+    assert load_config(root).count == "killed"
+    _set(root, "count", "detected")
+    config = load_config(root)
+    assert config.count == "detected" and with_overrides(config, count="killed").count == "killed"
+    assert "--count" in " ".join(CliRunner().invoke(verify_app, ["--help"], env={"COLUMNS": "200"}).output.split())
+
+
+def test_a_gate_file_brings_its_folder_and_exclude_leaves_files_out_of_the_copy() -> None:
+    import dataclasses
+
+    from verify.run.project import project_files
+    from verify.run.settings import load_config
+
+    repo = load_config(Path(__file__).resolve().parents[2])
+    one_file = dataclasses.replace(repo, gates=("tests/gates/test_gate_trace.py",))
+    files = project_files(one_file)
+    # Its conftest imports `gatekit`, a sibling module: plain pytest finds it, so must the private copy.
+    assert {"tests/gates/conftest.py", "tests/gates/gatekit.py", "tests/gates/test_gate_trace.py"} <= set(files)
+    assert "tests/test_layout.py" in files  # beside tests/conftest.py: importable under plain pytest too
+    excluding = dataclasses.replace(repo, exclude=("tests/gates/test_gate_s*.py",))
+    left = set(project_files(repo)) - set(project_files(excluding))
+    assert left == {f for f in project_files(repo) if re.fullmatch(r"tests/gates/test_gate_s[^/]*\.py", f)} != set()
+    assert "--ignore=tests/gates/test_gate_sampling.py" in excluding.pytest_extra()

@@ -98,6 +98,31 @@ def test_score_counts_timeouts_and_crashes_but_not_stale_skipped_errors_or_decla
     assert "empty catalog" in " ".join(_report().failures())
 
 
+def test_count_detected_passes_a_suite_that_fails_by_raising_and_says_so_on_the_verdict_line() -> None:
+    from verify.report.summary import judge, verdict_line
+
+    results = (_killed("k", "t.py::a"), MutationResult("c", Status.CRASHED), MutationResult("t", Status.TIMEOUT))
+    killed = _report(*results)
+    assert killed.failures() == ("c: crashed", "t: timeout")
+    assert verdict_line(judge(killed)).startswith("FAIL 1/3 killed, score 0.333 | crashed: c | timeout: t")
+    detected = dataclasses.replace(killed, counting="detected")
+    assert detected.failures() == ()
+    assert verdict_line(judge(detected)) == "PASS 3/3 detected, score 0.333, detected 1.000"
+    survivor = dataclasses.replace(_report(*results, MutationResult("s", Status.SURVIVED)), counting="detected")
+    assert verdict_line(judge(survivor)) == "FAIL 3/4 detected, score 0.250, detected 0.750 | survived: s"
+    assert "detected 0.750 is under --fail-under 0.800" in survivor.failures(fail_under=0.8)
+
+
+def test_the_json_report_keeps_what_the_gate_counted(tmp_path) -> None:
+    from verify.report.files import read_report, to_json, write_json
+
+    report = dataclasses.replace(_report(MutationResult("c", Status.CRASHED)), counting="detected")
+    data = to_json(report)
+    assert data["count"] == "detected" and data["verdict"]["result"] == "PASS" and data["verdict"]["killed"] == 1
+    write_json(report, tmp_path / "r.json")
+    assert read_report(tmp_path / "r.json")[0].counting == "detected"
+
+
 @pytest.mark.parametrize(
     ("kinds", "status"),
     [

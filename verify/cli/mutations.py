@@ -42,7 +42,8 @@ def list_mutations(project: ProjectOption = Path(".")) -> None:
     Example:
       dflash mutations list --project path/to/project
     """
-    from verify.report.terminal import render_error, render_mutations
+    from verify.report.catalog_view import render_mutations
+    from verify.report.terminal import render_error
     from verify.run.catalog import load_mutations
     from verify.run.settings import ConfigError, load_config
 
@@ -69,7 +70,8 @@ def show_mutation(
       dflash mutations show walk-replaced-by-argmax | git apply --check
       dflash mutations show walk-replaced-by-argmax | patch -p1 --dry-run
     """
-    from verify.report.terminal import render_error, render_mutation
+    from verify.report.catalog_view import render_mutation
+    from verify.report.terminal import render_error
     from verify.run.apply import Stale, apply_mutation, details_for
     from verify.run.catalog import load_mutations
     from verify.run.settings import ConfigError, load_config

@@ -143,6 +143,7 @@ def sweep(
             gates=project.gates,
             gate_marker=project.gate_marker,
             import_paths=project.import_paths,
+            extra_args=project.pytest_extra(),
         )
         catalog = load_mutations(project)
         verify_data = _read_json(verify_report, "verify report") if verify_report else None

@@ -139,6 +139,16 @@ def verify(
     no_explain: Annotated[
         bool, typer.Option("--no-explain", help="Do not explain survivors (their first diverging observable).")
     ] = False,
+    count: Annotated[
+        str | None,
+        typer.Option(
+            "--count",
+            metavar="killed|detected",
+            help="What the CI gate counts as a catch: killed (a gate's own check fired: killed or caught) or "
+            "detected (crashed and timeout too, for tests that fail by raising). Default: [tool.dflash] count, "
+            "else killed.",
+        ),
+    ] = None,
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
@@ -158,7 +168,7 @@ def verify(
     started = time.monotonic()
     commit = project_commit(project)  # the tree the run starts from, not the one it ends on
     try:
-        config = with_overrides(load_config(project), executor=executor, device=device)
+        config = with_overrides(load_config(project), executor=executor, device=device, count=count)
         if clear_cache:
             ResultCache(config.root).clear()
         mutations = load_mutations(config)
@@ -209,6 +219,7 @@ def verify(
         "fail_under": fail_under,
         "executor": config.executor,
         "device": config.device,
+        "count": config.count,
     }
     outputs = Outputs(json, junit, html, stryker, codequality, annotations)
     code = finish(

@@ -6,7 +6,7 @@ Keys are only ever added to the schema:
      "verdict": {"result": "PASS"|"FAIL", "failures": [...], "score", "detected", "killed", "judged",
                  "counts": {status: n}}, "settings": {...}, "wall_s": float|null, "self_check": str,
      "shard": "K/N" or "", "interrupted": bool, "interrupted_by": "SIGINT"|"SIGTERM"|"",
-     "first_kill": bool, "generated": bool, "confinement": "landlock ABI n"|"off: why"|"",
+     "first_kill": bool, "count": "killed"|"detected", "generated": bool, "confinement": "landlock ABI n"|"off: why"|"",
      "baseline": {"status": "green", "gates": [{"id", "duration_s"}]},
      "mutations": [{"name", "status", "killed_by", "ran", "duration_s", "reason", "cached",
                     "attempts", "red_by_check", "red_by_exception",
@@ -128,6 +128,7 @@ def to_json(
         "interrupted": report.interrupted,
         "interrupted_by": report.interrupted_by,
         "first_kill": report.first_kill,
+        "count": report.counting,
         "generated": report.generated,
         "confinement": report.confinement,
         "baseline": {
@@ -178,6 +179,7 @@ def read_report(path: Path) -> tuple[RunReport, dict[str, Detail], RunInfo]:
         first_kill=bool(data.get("first_kill", False)),
         generated=bool(data.get("generated", False)),
         confinement=str(data.get("confinement", "")),
+        counting="detected" if data.get("count") == "detected" else "killed",
     )
     details = {m["name"]: _detail(m) for m in data["mutations"] if "file" in m}
     verdict = data.get("verdict") or {}
@@ -257,5 +259,6 @@ def merge(paths: Sequence[Path], allow_partial: bool = False) -> tuple[RunReport
         harness_errors=tuple(e for r in reports for e in r.harness_errors),
         first_kill=any(r.first_kill for r in reports),
         confinement=next((r.confinement for r in reports if r.confinement.startswith("off")), first.confinement),
+        counting=first.counting,
     )
     return merged, details

@@ -9,16 +9,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from verify.report.verdict import MutationResult, RunReport
+from verify.report.verdict import MutationResult, RunReport, Status
 
 __all__ = ["DECLARED", "MAX_NAMED", "Verdict", "format_score", "judge", "status_label", "status_reason", "verdict_line"]
 
 MAX_NAMED = 3  # names shown per kind of failure on the one line; the summary above lists them all
 
-# Statuses that mean "a gate caught it"; "caught" (a named invariant fired) counts with killed.
-_CAUGHT = ("killed", "caught")
-# The statuses that fail a run by name, in the order the verdict line lists them.
+# The statuses that fail a run by name, in the order the verdict line lists them (under count = "detected",
+# crashed and timeout pass the CI gate and are not named).
 _NAMED = ("survived", "stale", "error", "crashed", "timeout")
+_DETECTED = ("crashed", "timeout")
+_CAUGHT = (Status.KILLED, Status.CAUGHT)  # what a gate's own check fired on; "detected" adds crashed and timeout
 DECLARED = "survived (declared)"  # expect="survives" and indeed survived: outside the score, not a failure
 
 
@@ -40,7 +41,7 @@ def format_score(score: float | None) -> str:
 class Verdict:
     passed: bool
     failures: tuple[str, ...]  # why the run fails, one reason per line (RunReport.failures)
-    killed: int  # killed + caught
+    killed: int  # what the CI gate counts: killed + caught, or every detection under count = "detected"
     judged: int  # mutations in the score's denominator
     total: int  # every mutation in the report
     counts: tuple[tuple[str, int], ...]  # (status, count), non-zero ones, in Status order
@@ -48,6 +49,8 @@ class Verdict:
     score: float | None
     interrupted_by: str = ""  # the signal that ended the run early, if one did
     harness_errors: tuple[str, ...] = ()  # trouble outside any one mutation (exit 4)
+    count: str = "killed"  # what `killed` counts: "killed" or "detected" ([tool.dflash] count)
+    detected: float | None = None  # the share detected in any way (RunReport.detected)
 
     @property
     def word(self) -> str:
@@ -70,14 +73,16 @@ def judge(report: RunReport, fail_under: float = 0.0) -> Verdict:
     named = tuple(
         (status, tuple(r.name for r, s in zip(report.mutations, statuses, strict=True) if s == status))
         for status in _NAMED
-        if status in statuses
+        if status in statuses and not (report.counting == "detected" and status in _DETECTED)
     )
     judged = report.judged()  # the score's denominator, as RunReport.score counts it
     errors = bool(report.harness_errors or report.errors or report.interrupted_by)
     return Verdict(
         passed=not failures and not errors,
         failures=failures,
-        killed=sum(1 for r in judged if str(r.status) in _CAUGHT),
+        killed=sum(
+            1 for r in judged if (r.status.is_detected if report.counting == "detected" else r.status in _CAUGHT)
+        ),
         judged=len(judged),
         total=len(statuses),
         counts=counts,
@@ -85,6 +90,8 @@ def judge(report: RunReport, fail_under: float = 0.0) -> Verdict:
         score=report.score,
         interrupted_by=report.interrupted_by,
         harness_errors=report.harness_errors,
+        count=report.counting,
+        detected=report.detected,
     )
 
 
@@ -100,8 +107,12 @@ def _names(names: Sequence[str]) -> str:
 
 
 def verdict_line(verdict: Verdict, wall_s: float | None = None, reports: Sequence[str] = ()) -> str:
-    """`PASS 35/35 killed, score 1.000 | 139s | reports: r.json` or `FAIL 33/35 killed, ... | survived: a, b`."""
-    parts = [f"{verdict.word} {verdict.killed}/{verdict.judged} killed, score {format_score(verdict.score)}"]
+    """`PASS 35/35 killed, score 1.000 | 139s | reports: r.json` or `FAIL 33/35 killed, ... | survived: a, b`;
+    under count = "detected": `PASS 7/7 detected, score 0.571, detected 1.000 | ...`."""
+    head = f"{verdict.word} {verdict.killed}/{verdict.judged} {verdict.count}, score {format_score(verdict.score)}"
+    if verdict.count == "detected":
+        head += f", detected {format_score(verdict.detected)}"
+    parts = [head]
     failed = [f"{status}: {_names(names)}" for status, names in verdict.named]
     if not failed and verdict.failures:
         failed = [_names(list(verdict.failures))]

@@ -2,14 +2,16 @@
 
 The only rich module of the run besides the progress bars (`progress.py`). It renders records it is handed
 and computes nothing about verdicts: counts, score and the verdict line come from `summary.py`, so the
-terminal says what the JSON, HTML and JUnit files say. Output fits the console's width: the matrix groups
+terminal says what the JSON, HTML and JUnit files say. Output fits a terminal's width: the matrix groups
 gates by file (or shows every gate with `by="gate"`) and splits its columns into blocks when they do not fit,
-so every row and every group is on screen at 80 columns as at 200.
+so every row and every group is on screen at 80 columns as at 200. Piped (a file, a CI log), the matrix is as
+wide as its content, every column kept. The catalog's own views are `catalog_view.py`'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
 from rich.console import Console
 from rich.markup import escape
@@ -17,9 +19,8 @@ from rich.syntax import Syntax
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from verify.mutation import Mutation
 from verify.report.files import Detail, Table
-from verify.report.matrix import LEGEND, SYMBOL, SYMBOL_STYLE, build_matrix
+from verify.report.matrix import LEGEND, SYMBOL, SYMBOL_STYLE, Matrix, build_matrix
 from verify.report.summary import DECLARED, Verdict, format_score, status_label, status_reason, verdict_line
 from verify.report.verdict import MutationResult, RunReport
 
@@ -28,13 +29,12 @@ __all__ = [
     "render_error",
     "render_gate_list",
     "render_matrix",
-    "render_mutation",
-    "render_mutations",
     "render_report",
     "render_result_detail",
     "render_survivors",
     "render_table",
     "render_verdict",
+    "widened",
 ]
 
 STATUS_STYLE = {
@@ -59,23 +59,62 @@ def _console(console: Console | None) -> Console:
 
 
 def render_matrix(report: RunReport, by: str = "file", console: Console | None = None) -> None:
-    """Rows = mutations, columns = gate groups (files) or gates, in blocks that fit the console's width."""
+    """Rows = mutations, columns = gate groups (files) or gates, in blocks that fit a terminal's width; piped
+    (not a terminal), in one block as wide as its content, every column kept. A group that no mutation
+    reached is named below the matrix, not drawn: a column blank in every row says nothing, and a block of
+    them would print every row again with nothing in it."""
     console = _console(console)
     matrix = build_matrix(report, by)
     if not matrix.rows:
         console.print("no mutation ran")
         return
     name_w = max(len(row.name) for row in matrix.rows)
-    room = max(3, console.width - name_w - _STATUS_WIDTH - 2)
     labels = [group.label for group in matrix.groups]
-    use_labels = sum(len(label) + 1 for label in labels) <= room
-    widths = [len(label) + 1 if use_labels else len(str(i)) + 1 for i, label in enumerate(labels, 1)]
-    for number, block in enumerate(_blocks(widths, room)):
+    reached = [i for i in range(len(labels)) if any(row.cells[i] for row in matrix.rows)]
+    unreached = [labels[i] for i in range(len(labels)) if i not in reached]
+    wanted = sum(len(labels[i]) + 1 for i in reached)
+    room = max(3, console.width - name_w - _STATUS_WIDTH - 2) if console.is_terminal else max(3, wanted)
+    use_labels = wanted <= room
+    widths = {i: len(labels[i]) + 1 if use_labels else len(str(i + 1)) + 1 for i in reached}
+    with widened(console, None if console.is_terminal else name_w + _STATUS_WIDTH + 2 + wanted):
+        blocks = _blocks([(i, widths[i]) for i in reached], room)
+        _draw_blocks(console, matrix, name_w, labels if use_labels else None, widths, blocks)
+    kind = "gates" if by == "gate" else "gate files"
+    if not use_labels and reached:
+        keys = "  ".join(f"{i + 1}={labels[i]}({len(matrix.groups[i].gate_ids)})" for i in reached)
+        console.print(Text(f"{kind}: {keys}", style="dim"))
+    if unreached:
+        console.print(Text(f"{kind} no mutation reached (not drawn): {', '.join(unreached)}", style="dim"))
+    console.print(Text(LEGEND, style="dim"))
+
+
+@contextmanager
+def widened(console: Console, width: int | None) -> Iterator[None]:
+    """The console `width` columns wide for the block (None: as it is). print() renders at most the console's
+    width, and a pipe has no screen to fit: this lets piped output keep its content's width."""
+    saved = console.width
+    if width is not None:
+        console.width = max(width, saved)
+    try:
+        yield
+    finally:
+        console.width = saved
+
+
+def _draw_blocks(
+    console: Console,
+    matrix: Matrix,
+    name_w: int,
+    labels: Sequence[str] | None,  # None: the columns are numbered
+    widths: Mapping[int, int],
+    blocks: Sequence[Sequence[int]],
+) -> None:
+    for number, block in enumerate(blocks):
         if number:
             console.print()
         header = Text(f"{'mutation':<{name_w}} {'status':<{_STATUS_WIDTH}} ", style="bold")
         for i in block:
-            header.append(f"{labels[i] if use_labels else i + 1:>{widths[i]}}", style="bold")
+            header.append(f"{labels[i] if labels else i + 1:>{widths[i]}}", style="bold")
         console.print(header, no_wrap=True, crop=False)
         for row in matrix.rows:
             line = Text(f"{row.name:<{name_w}} ")
@@ -85,16 +124,13 @@ def render_matrix(report: RunReport, by: str = "file", console: Console | None =
                 line.append(" " * (widths[i] - 1))
                 line.append(symbol or " ", style=SYMBOL_STYLE.get(symbol, ""))
             console.print(line, no_wrap=True, crop=False)
-    if not use_labels:
-        keys = "  ".join(f"{i}={g.label}({len(g.gate_ids)})" for i, g in enumerate(matrix.groups, 1))
-        console.print(Text(f"{'gates' if by == 'gate' else 'gate files'}: {keys}", style="dim"))
-    console.print(Text(LEGEND, style="dim"))
 
 
-def _blocks(widths: Sequence[int], room: int) -> list[list[int]]:
+def _blocks(widths: Sequence[tuple[int, int]], room: int) -> list[list[int]]:
+    """(group index, column width) pairs split into blocks of at most `room` columns; never an empty block."""
     blocks: list[list[int]] = [[]]
     used = 0
-    for i, width in enumerate(widths):
+    for i, width in widths:
         if blocks[-1] and used + width > room:
             blocks.append([])
             used = 0
@@ -235,30 +271,3 @@ def render_confinement(confinement: str, console: Console | None = None) -> None
 
 def render_error(message: str, console: Console | None = None) -> None:
     (console or Console(stderr=True)).print(f"[bold red]error:[/] {escape(message)}")
-
-
-def render_mutations(mutations: Mapping[str, Mutation], console: Console | None = None) -> None:
-    """The catalog as a table whose columns wrap (names fold only if a name is wider than the console)."""
-    console = _console(console)
-    table = RichTable(title=f"{len(mutations)} registered mutations", show_lines=False)
-    name_w = max((len(n) for n in mutations), default=4)
-    table.add_column("name", min_width=min(name_w, console.width // 2), overflow="fold")
-    table.add_column("file", overflow="fold")
-    table.add_column("bug class", overflow="fold", ratio=1)
-    table.add_column("pinned killers", overflow="fold")
-    for name, mutation in mutations.items():
-        pins = ", ".join(p.rpartition("/")[2] for p in mutation.expect_killed_by)
-        table.add_row(escape(name), escape(mutation.file), escape(mutation.bug_class), escape(pins))
-    console.print(table)
-
-
-def render_mutation(mutation: Mutation, detail: Detail, stale_reason: str, console: Console | None = None) -> None:
-    console = _console(console)
-    console.print(f"[bold]{escape(mutation.name)}[/]  {escape(mutation.file)}")
-    console.print(f"bug class: {escape(mutation.bug_class)}")
-    if mutation.expect_killed_by:
-        console.print(f"pinned killers: {escape(', '.join(mutation.expect_killed_by))}")
-    if stale_reason:
-        console.print(f"[magenta]stale:[/] {escape(stale_reason)}")
-    else:
-        console.print(Syntax(detail.diff, "diff", theme="ansi_dark", background_color="default", word_wrap=True))

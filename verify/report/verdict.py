@@ -170,6 +170,7 @@ class RunReport:
     # What kept children out of the user's files: "landlock ABI n", "off: why" (detection only), "" unknown.
     confinement: str = ""
     jobs: int = 0  # children at once, as the run held them (the executor's capacity unless told); 0: unknown
+    counting: str = "killed"  # what passes the CI gate ([tool.dflash] count): "killed" (or caught), or "detected"
 
     def count(self, status: Status) -> int:
         return sum(1 for r in self.mutations if r.status is status)
@@ -254,19 +255,20 @@ class RunReport:
         """Why this run fails (empty: exit 0, unless there are errors: exit 4)."""
         reasons = []
         required = set(self.required) - self._expected_names
-        caught = (Status.KILLED, Status.CAUGHT)
+        detected = self.counting == "detected"  # crashed and timeout pass too, and --fail-under reads `detected`
+        caught = {s for s in Status if s.is_detected} if detected else {Status.KILLED, Status.CAUGHT}
         for result in self.mutations:
             if result.status is Status.STALE and not self.generated:
                 reasons.append(f"{result.name}: stale ({result.reason})")
             elif result.name in required and result.status.is_judged and result.status not in caught:
                 reasons.append(f"{result.name}: {result.status}")
         reasons += [f"{name}: pinned gate {pin} no longer kills it" for name, pin in self.lost_pins]
-        score = self.score
+        score, name = (self.detected, "detected") if detected else (self.score, "score")
         excused = self.interrupted or self.generated or any(r.status is Status.SKIPPED for r in self.mutations)
         if score is None and not excused:
             reasons.append("no mutation was judged: an empty catalog proves nothing")
         elif score is not None and score < fail_under:
-            reasons.append(f"score {score:.3f} is under --fail-under {fail_under:.3f}")
+            reasons.append(f"{name} {score:.3f} is under --fail-under {fail_under:.3f}")
         if self.interrupted:
             reasons.append("interrupted before every mutation ran")
         return tuple(reasons)

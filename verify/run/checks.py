@@ -166,9 +166,13 @@ def _judge_baseline(ex: JobExecutor, run: JobResult, num_jobs: int) -> tuple[Bas
         raise BaselineError(f"the baseline's pytest could not run the gates: {run.reason}")
     baseline = Baseline("green", tuple(ran))
     if not baseline.gates:
+        where = f"no test under {', '.join(config.gates)}"
         raise BaselineError(
-            f"no gate selected: no test under {', '.join(config.gates)} carries the pytest marker "
-            f"{config.gate_marker!r} ([tool.dflash] gates and gate_marker; pytest exit {run.pytest_exit})"
+            f"no gate selected: {where} carries the pytest marker {config.gate_marker!r} ([tool.dflash] gates and "
+            f"gate_marker; pytest exit {run.pytest_exit})"
+            if config.gate_marker
+            else f"no gate selected: {where} was collected ([tool.dflash] gates and exclude; pytest exit "
+            f"{run.pytest_exit})"
         )
     return baseline, run.coverage or {}
 

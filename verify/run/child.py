@@ -132,7 +132,8 @@ def run_child(config: ProjectConfig, job: Any, pristine: Path, paths: JobPaths, 
     sys.meta_path.insert(0, finder)
     cov = coverage_map.start(private, config.source_roots) if job.measure_coverage else None
     recorder = Recorder(paths.journal, config.invariant_errors, cov, job.force_fail, job.stop_after, claims)
-    args = [*(job.gate_ids or config.gates), "-m", config.gate_marker, "-p", "no:cacheprovider", "-q"]
+    # Excluded files are absent from the copy (`verify.run.project`), so only `pytest_args` is added here.
+    args = [*(job.gate_ids or config.gates), *config.marker_args, "-p", "no:cacheprovider", "-q", *config.pytest_args]
     args += ["--rootdir", str(private)]
     exit_code = pytest.main(args, plugins=[recorder])
     payload: dict[str, Any] = {

@@ -90,6 +90,7 @@ class _Run:
             first_kill=self.options.first_kill,
             confinement=self.confinement,
             jobs=self.num_jobs,
+            counting=config.count,
         )
 
 

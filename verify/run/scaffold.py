@@ -65,9 +65,9 @@ class Scaffold:
     def catalog_text(self) -> str:
         return (
             f'"""Mutations of {self.target_module}: each one a bug your gates must catch (see `dflash mutations '
-            "show NAME`).\n\nStart from the bug classes of a spec-decoding port that no output token shows: the "
-            "draft's context,\nits block mask, KV-cache cropping, the acceptance rule. The anchor must occur "
-            'exactly once in the file.\n"""\n\n'
+            "show NAME`).\n\nStart from the bug classes no output token shows (in a speculative-decoding engine: what "
+            "the drafter\nsees, the acceptance rule, KV-cache cropping). The anchor must occur exactly once in the "
+            'file.\n"""\n\n'
             "from verify.mutation import Mutation, register\n\n"
             "register(\n"
             "    Mutation(\n"
@@ -179,19 +179,24 @@ def detect(root: Path) -> Scaffold:
     )
 
 
-def write(scaffold: Scaffold) -> tuple[str, ...]:
+def write(scaffold: Scaffold, table: str | None = None) -> tuple[str, ...]:
     """Append the table to pyproject.toml (created if missing) and create the catalog, the gate and its
-    conftest; returns the paths written. Nothing is written when any file to create already exists."""
+    conftest; returns the paths written. Nothing is written when any file to create already exists.
+
+    `table`: an existing suite's adopted table (`verify.run.adopt`) in place of the scaffold's; then only the
+    catalog is created, the suite being the gates."""
     root = scaffold.root
-    created = {scaffold.catalog_file: scaffold.catalog_text(), GATE_FILE: scaffold.gate_text()}
-    if not (root / GATE_CONFTEST).exists():
-        created[GATE_CONFTEST] = scaffold.conftest_text()
+    created = {scaffold.catalog_file: scaffold.catalog_text()}
+    if table is None:
+        created[GATE_FILE] = scaffold.gate_text()
+        if not (root / GATE_CONFTEST).exists():
+            created[GATE_CONFTEST] = scaffold.conftest_text()
     clashes = [rel for rel in created if (root / rel).exists()]
     if clashes:
         raise ScaffoldError(f"not overwriting {', '.join(clashes)}: move it away or write [tool.dflash] by hand")
     pyproject = root / "pyproject.toml"
     before = pyproject.read_text() if pyproject.is_file() else ""
-    after = before + ("" if not before or before.endswith("\n") else "\n") + scaffold.table()
+    after = before + ("" if not before or before.endswith("\n") else "\n") + (table or scaffold.table())
     try:
         tomllib.loads(after)
     except tomllib.TOMLDecodeError as error:  # e.g. `tool` written as an inline table

@@ -17,40 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from verify.run.confine import WRITABLE_DOC, check_writable
+from verify.run.factory import factory_problem
+from verify.run.resources import ConfigError, JobResources
 
 __all__ = ["DEVICES", "EXECUTORS", "ConfigError", "JobResources", "ProjectConfig", "load_config", "with_overrides"]
 
 EXECUTORS = ("fork", "ray")
 DEVICES = ("cpu", "cuda")
-
-
-class ConfigError(Exception):
-    """The project's `[tool.dflash]` table, or a catalog it names, is unusable (CLI exit code 2)."""
-
-
-@dataclass(frozen=True, slots=True)
-class JobResources:
-    """What one job (one child) reserves on a Ray cluster: Ray schedules a job only where these are free."""
-
-    num_cpus: float = 1.0
-    num_gpus: float = 0.0
-
-    def __post_init__(self) -> None:
-        for name in ("num_cpus", "num_gpus"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise ConfigError(f"[tool.dflash] job_resources.{name} must be a number >= 0, got {value!r}")
-        if self.num_cpus == 0 and self.num_gpus == 0:
-            raise ConfigError("[tool.dflash] job_resources must reserve some num_cpus or num_gpus")
-
-    @classmethod
-    def from_table(cls, table: object) -> JobResources:
-        if not isinstance(table, dict):
-            raise ConfigError("[tool.dflash] job_resources must be a table, e.g. {num_cpus = 1, num_gpus = 1}")
-        unknown = sorted(set(table) - {"num_cpus", "num_gpus"})
-        if unknown:
-            raise ConfigError(f"[tool.dflash] job_resources: unknown keys {', '.join(unknown)} (num_cpus, num_gpus)")
-        return cls(**table)
+# What a CI gate counts as a catch: `killed` (a gate's own check fired: killed or caught) or `detected` (any
+# red, crashes and timeouts included, for a suite whose tests fail by raising rather than asserting).
+_COUNTS = ("killed", "detected")
 
 
 def _default_preload() -> tuple[str, ...]:
@@ -75,11 +51,21 @@ class ProjectConfig:
         "Required: your catalog modules (a package means all its submodules). A module outside your project, "
         "one that fails to import or one that registers nothing is exit 2.",
     )
-    gates: tuple[str, ...] = _key(("tests/gates",), "The paths (folders or files) that hold the gates.")
-    gate_marker: str = _key(
-        "gate", "The pytest marker expression that selects the gates under `gates`; when nothing is selected the "
-        "error names both.",
+    gates: tuple[str, ...] = _key(
+        ("tests/gates",), "The paths (folders or files) that hold the gates; a file's folder is copied with it, so "
+        "its conftest and sibling helper modules import as under plain pytest.",
     )  # fmt: skip
+    gate_marker: str = _key(
+        "gate", 'The pytest marker expression that selects the gates under `gates`; `""` selects every test there '
+        "(an existing suite, adopted whole). When nothing is selected the error names both.",
+    )  # fmt: skip
+    exclude: tuple[str, ...] = _key(
+        (), 'Paths or globs, relative to the root, left out of the gates, e.g. `["tests/test_gpu_*.py"]` for test '
+        "files whose collection needs packages this environment lacks. One that matches nothing is exit 2.",
+    )  # fmt: skip
+    pytest_args: tuple[str, ...] = _key(
+        (), 'Extra arguments for every pytest run of the gates, e.g. `["-p", "no:randomly"]`.'
+    )
     source_roots: tuple[str, ...] = _key(
         ("runner",), 'What the gates import: `["src"]` in a src/ layout, `["mypkg"]` flat, `["engine.py"]`, or '
         "several; namespace packages work. A mutated file outside them is exit 2.",
@@ -123,10 +109,17 @@ class ProjectConfig:
         "`--executor ray` reads it.",
     )  # fmt: skip
     writable: tuple[str, ...] = _key((), WRITABLE_DOC)  # see verify.run.confine
-    observe: str = _key("", "Your engine's observer factory, 'module:function', for `dflash verify explain`.")
+    observe: str = _key(
+        "", "Your engine's observer factory, 'module:function', for `dflash verify explain`. Its module must lie "
+        "in a source root (or be installed), and define the function; otherwise exit 2.",
+    )  # fmt: skip
+    count: str = _key(
+        "killed", "What the CI gate counts as a catch: `killed` (a gate's own check fired: killed or caught) or "
+        "`detected` (also crashed and timeout: for a suite whose tests fail by raising). `--count` overrides it.",
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
-        for name in ("mutation_modules", "gates", "source_roots", "preload", "invariant_errors"):
+        for name in _STRING_LISTS:
             value = getattr(self, name)
             if not isinstance(value, tuple) or not all(isinstance(item, str) and item for item in value):
                 raise ConfigError(f"[tool.dflash] {name} must be a list of non-empty strings")
@@ -134,13 +127,15 @@ class ProjectConfig:
             raise ConfigError("[tool.dflash] required must be a list of mutation names")
         if not self.gates or not self.source_roots or not self.mutation_modules:
             raise ConfigError("[tool.dflash] mutation_modules, gates and source_roots must not be empty")
-        for rel in (*self.gates, *self.source_roots):
+        for rel in (*self.gates, *self.source_roots, *self.exclude):
             if Path(rel).is_absolute() or ".." in Path(rel).parts:
                 raise ConfigError(f"[tool.dflash] path {rel!r} must be relative and inside the project")
         if isinstance(self.jobs, bool) or not isinstance(self.jobs, int) or self.jobs < 0:
             raise ConfigError(f"[tool.dflash] jobs must be an integer >= 0, got {self.jobs!r}")
-        if not isinstance(self.gate_marker, str) or not self.gate_marker.strip():
-            raise ConfigError("[tool.dflash] gate_marker must be a non-empty pytest marker expression")
+        if not isinstance(self.gate_marker, str) or (self.gate_marker and not self.gate_marker.strip()):
+            raise ConfigError('[tool.dflash] gate_marker must be a pytest marker expression, or "" for every test')
+        if self.count not in _COUNTS:
+            raise ConfigError(f"[tool.dflash] count must be one of {', '.join(_COUNTS)}, got {self.count!r}")
         if isinstance(self.flake_reruns, bool) or not isinstance(self.flake_reruns, int) or self.flake_reruns < 0:
             raise ConfigError(f"[tool.dflash] flake_reruns must be an integer >= 0, got {self.flake_reruns!r}")
         if self.executor not in EXECUTORS:
@@ -161,6 +156,23 @@ class ProjectConfig:
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ConfigError(f"[tool.dflash] {name} must be a positive number, got {value!r}")
         check_writable(self.root, self.writable, ConfigError)
+
+    @property
+    def marker_args(self) -> tuple[str, ...]:
+        """pytest's `-m` for the gate marker; none when every test is a gate."""
+        return ("-m", self.gate_marker) if self.gate_marker else ()
+
+    def excluded(self) -> dict[str, tuple[str, ...]]:
+        """Each `exclude` entry and the paths (posix, relative to the root) it matches now, sorted."""
+        return {
+            pattern: tuple(sorted(p.relative_to(self.root).as_posix() for p in self.root.glob(pattern)))
+            for pattern in self.exclude
+        }
+
+    def pytest_extra(self) -> tuple[str, ...]:
+        """What every pytest run of the gates adds: an `--ignore` per excluded path, then `pytest_args`."""
+        paths = sorted({path for matched in self.excluded().values() for path in matched})
+        return (*(f"--ignore={path}" for path in paths), *self.pytest_args)
 
     @property
     def num_jobs(self) -> int:
@@ -208,19 +220,14 @@ class ProjectConfig:
         return tuple(sorted(names | {"conftest"}))
 
 
-_LIST_KEYS = ("mutation_modules", "gates", "source_roots", "preload", "required", "invariant_errors", "writable")
-_SCALAR_KEYS = (
-    "gate_marker",
-    "jobs",
-    "timeout_factor",
-    "timeout_min_s",
-    "baseline_timeout_s",
-    "flake_reruns",
-    "executor",
-    "device",
-    "observe",
-)
+_STRING_LISTS = tuple("mutation_modules gates source_roots preload invariant_errors exclude pytest_args".split())
+_LIST_KEYS = (*_STRING_LISTS, "required", "writable")
+_SCALAR_KEYS: tuple[str, ...] = ("gate_marker", "jobs", "timeout_factor", "timeout_min_s", "baseline_timeout_s")
+_SCALAR_KEYS += ("flake_reruns", "executor", "device", "observe", "count")
 _TABLE_KEYS = ("job_resources",)
+
+
+_SOURCE_ROOTS_FIX = 'name what your tests import: ["src"] in a src/ layout, ["mypkg"] flat, or ["engine.py"]'
 
 
 def load_config(root: Path) -> ProjectConfig:
@@ -265,14 +272,28 @@ def load_config(root: Path) -> ProjectConfig:
     if "job_resources" in table:
         values["job_resources"] = JobResources.from_table(table["job_resources"])
     config = ProjectConfig(root=root, **values)  # type: ignore[arg-type]
+    fixes = {"gates": "name the folders or files that hold your tests", "source_roots": _SOURCE_ROOTS_FIX}
     for key, rels in (("gates", config.gates), ("source_roots", config.source_roots)):
         for rel in rels:
             if not (root / rel).exists():
-                raise ConfigError(f"[tool.dflash] {key}: path {rel!r} does not exist in {root}")
+                raise ConfigError(f"[tool.dflash] {key}: path {rel!r} does not exist in {root}: {fixes[key]}")
+    copied = (*config.source_roots, *config.gates)
+    if config.observe and (problem := factory_problem(root, config.import_paths, copied, config.observe)):
+        raise ConfigError(f"[tool.dflash] observe = {config.observe!r}: {problem}")
+    for pattern, matched in config.excluded().items():
+        if not matched:
+            raise ConfigError(
+                f"[tool.dflash] exclude: {pattern!r} matches nothing in {root}: remove it, or write a path or glob "
+                'relative to the project root (e.g. "tests/test_gpu_*.py")'
+            )
     return config
 
 
-def with_overrides(config: ProjectConfig, executor: str | None = None, device: str | None = None) -> ProjectConfig:
-    """The config with the command line's --executor/--device in place of the table's (validated again)."""
-    changes = {key: value for key, value in (("executor", executor), ("device", device)) if value is not None}
+def with_overrides(
+    config: ProjectConfig, executor: str | None = None, device: str | None = None, count: str | None = None
+) -> ProjectConfig:
+    """The config with the command line's --executor/--device/--count in place of the table's (validated
+    again)."""
+    pairs = (("executor", executor), ("device", device), ("count", count))
+    changes = {key: value for key, value in pairs if value is not None}
     return dataclasses.replace(config, **changes) if changes else config  # type: ignore[arg-type]

@@ -65,6 +65,7 @@ class SweepConfig:
     gates: tuple[str, ...] = ("tests/gates",)
     gate_marker: str = "gate"
     import_paths: tuple[str, ...] = (".",)
+    extra_args: tuple[str, ...] = ()  # every test run's extra pytest arguments ([tool.dflash] exclude, pytest_args)
 
     def __post_init__(self) -> None:
         if self.jobs < 1:
@@ -221,7 +222,9 @@ def run_sweep(config: SweepConfig, on_progress: ProgressCallback | None = None) 
         copy_project(root, copy)
         for module, (text, _) in rewritten.items():
             (copy / module).write_text(text, "utf-8")
-        sweep_mutmut.write_settings(copy, modules, config.gates, config.gate_marker, config.import_paths)
+        sweep_mutmut.write_settings(
+            copy, modules, config.gates, config.gate_marker, config.import_paths, config.extra_args
+        )
         outcome, message = _run_mutmut(copy, config, on_progress or (lambda progress: None))
         return result(outcome, sweep_mutmut.read_mutants(copy, modules, originals), message)
     finally:

@@ -136,9 +136,12 @@ def write_settings(
     gates: tuple[str, ...] = ("tests/gates",),
     gate_marker: str = "gate",
     import_paths: tuple[str, ...] = (".",),
+    extra_args: tuple[str, ...] = (),
 ) -> None:
     """Rewrite the copy's `[tool.mutmut]`: the project's settings, narrowed to `modules`, CPU gates only. A
-    project without its own test selection or marker gets its [tool.dflash] `gates` and `gate_marker`."""
+    project without its own test selection or marker gets its [tool.dflash] `gates` and `gate_marker` (no
+    marker: every test, none deselected); `extra_args` (its `exclude` as --ignore, its `pytest_args`) go to
+    every test run."""
     pyproject = copy / "pyproject.toml"
     text = pyproject.read_text("utf-8") if pyproject.exists() else ""
     settings = dict(tomllib.loads(text).get("tool", {}).get("mutmut", {}))
@@ -148,7 +151,16 @@ def write_settings(
     settings["only_mutate"] = list(modules)
     settings.setdefault("pytest_add_cli_args_test_selection", list(gates))
     settings["pytest_add_cli_args"] = [
-        *_without_gpu(list(settings.get("pytest_add_cli_args", ["-m", gate_marker]))),
+        # No marker: every test, as the verify run selects them (an `-m "not gpu"` would name a marker that a
+        # project under --strict-markers may not register).
+        *(
+            _without_gpu(list(settings["pytest_add_cli_args"]))
+            if "pytest_add_cli_args" in settings
+            else _without_gpu(["-m", gate_marker])
+            if gate_marker
+            else []
+        ),
+        *extra_args,
         "-p",
         PLUGIN,
     ]

@@ -1,0 +1,95 @@
+"""The catalog on a terminal: `dflash mutations list` (every registered mutation in a table) and `dflash
+mutations show NAME` (one mutation and its diff, highlighted).
+
+A rendering module, like `terminal.py`: it draws the records it is handed. The table fits a terminal's width
+without cutting anything; piped (a file, a CI log), it is one line per mutation, as wide as its content.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rich.console import Console
+from rich.markup import escape
+from rich.measure import Measurement
+from rich.syntax import Syntax
+from rich.table import Table as RichTable
+
+from verify.mutation import Mutation
+from verify.report.files import Detail
+from verify.report.terminal import widened
+
+__all__ = ["render_mutation", "render_mutations"]
+
+_UNBOUNDED = 100_000  # a width no content reaches: measure a table's natural width
+
+_BUG_CLASS_MIN = 20  # the narrowest bug-class column worth its own pinned-killers or file column beside it
+
+
+def _catalog_layout(mutations: Mapping[str, Mutation], width: int) -> tuple[str, ...]:
+    """The catalog's columns at a terminal's width: all four while the bug class keeps room; narrower, the
+    pins go under the bug class, then the file under the name, so every piece stays on screen, never cut."""
+    name_w = max((len(n) for n in mutations), default=4)
+    file_w = max((len(m.file) for m in mutations.values()), default=4)
+    pins_w = max((len(", ".join(_pins(m))) for m in mutations.values()), default=0)
+    if name_w + file_w + pins_w + _BUG_CLASS_MIN + 13 <= width:  # 13: four columns' borders and padding
+        return ("name", "file", "bug class", "pinned killers")
+    if name_w + file_w + _BUG_CLASS_MIN + 10 <= width:
+        return ("name", "file", "bug class")
+    return ("name", "bug class")
+
+
+def _pins(mutation: Mutation) -> list[str]:
+    return [p.rpartition("/")[2] for p in mutation.expect_killed_by]
+
+
+def _catalog(mutations: Mapping[str, Mutation], columns: tuple[str, ...], width: int | None) -> RichTable:
+    """The catalog table with `columns`; `width` None: every column at its content's width, unwrapped."""
+    table = RichTable(title=f"{len(mutations)} registered mutations", show_lines=False)
+    name_w = max((len(n) for n in mutations), default=4)
+    fixed = {"name": min(name_w, width // 2) if width else None}
+    if width:
+        file_w = max((len(m.file) for m in mutations.values()), default=4)
+        pins_w = max((len(", ".join(_pins(m))) for m in mutations.values()), default=0)
+        fixed |= {"file": file_w, "pinned killers": pins_w}
+        taken = sum(fixed[c] or 0 for c in columns if c != "bug class")
+        fixed["bug class"] = max(1, width - taken - (3 * len(columns) + 1))
+    for column in columns:
+        table.add_column(column, width=fixed.get(column), overflow="fold", no_wrap=width is None)
+    for name, mutation in mutations.items():
+        pins = escape(", ".join(_pins(mutation)))
+        cells = {"name": escape(name), "file": escape(mutation.file), "pinned killers": pins}
+        cells["bug class"] = escape(mutation.bug_class)
+        if "pinned killers" not in columns and pins:
+            cells["bug class"] += f"\n[dim]pinned: {pins}[/]"
+        if "file" not in columns:
+            cells["name"] += f"\n[dim]{escape(mutation.file)}[/]"
+        table.add_row(*(cells[column] for column in columns))
+    return table
+
+
+def render_mutations(mutations: Mapping[str, Mutation], console: Console | None = None) -> None:
+    """The catalog as a table. On a terminal it fits the width: names whole (folded only past half the
+    width), the bug class wrapped, and where four columns do not fit the pins go under the bug class, then
+    the file under the name, so nothing is cut. Piped (a file, a CI log), one line per mutation as wide as
+    its content, every column kept."""
+    console = console or Console()
+    if console.is_terminal:
+        columns = _catalog_layout(mutations, console.width)
+        console.print(_catalog(mutations, columns, console.width))
+        return
+    table = _catalog(mutations, ("name", "file", "bug class", "pinned killers"), None)
+    with widened(console, Measurement.get(console, console.options.update_width(_UNBOUNDED), table).maximum):
+        console.print(table, crop=False)
+
+
+def render_mutation(mutation: Mutation, detail: Detail, stale_reason: str, console: Console | None = None) -> None:
+    console = console or Console()
+    console.print(f"[bold]{escape(mutation.name)}[/]  {escape(mutation.file)}")
+    console.print(f"bug class: {escape(mutation.bug_class)}")
+    if mutation.expect_killed_by:
+        console.print(f"pinned killers: {escape(', '.join(mutation.expect_killed_by))}")
+    if stale_reason:
+        console.print(f"[magenta]stale:[/] {escape(stale_reason)}")
+    else:
+        console.print(Syntax(detail.diff, "diff", theme="ansi_dark", background_color="default", word_wrap=True))
