@@ -19,7 +19,6 @@ from exactcases import RULE_DRAWS
 from exactengine import engine_fit, setting_law, setting_power
 from exactperturb import KnobRule, filtered, tempered
 from exactrule import RulePipeline, case_inputs, case_power, closed_form, rule_fits
-from exactstats import ALPHA_GATE, case_level, chi2_isf, chi2_sf, ncx2_sf, pearson_fit, pooling
 from test_gate_exact_engine import (
     BATCHED,
     ENGINE_DRAWS,
@@ -37,6 +36,7 @@ from test_gate_exact_rule import RULE_GATES, RULE_TV_RANGE
 import runner.engine
 import runner.proposer
 import runner.sampling
+from verify.gatekit.stats import ALPHA_GATE, case_level, chi2_isf, chi2_sf, ncx2_sf, pearson_fit, pooling
 
 
 def test_chi_square_tails() -> None:

@@ -1,4 +1,4 @@
-"""The exact gates' statistics: a pooled Pearson chi-square goodness-of-fit test of observed counts against a
+"""The gate kit's statistics: a pooled Pearson chi-square goodness-of-fit test of observed counts against a
 closed-form law, its Bonferroni level, and the power it has against any law a given total-variation distance
 away. It knows count vectors and probability vectors, not engines, rules or tokens.
 
@@ -11,7 +11,8 @@ freedom. A gate of C cases fails a case when its p-value is below ALPHA_GATE / (
 over the cases, with a margin for the chi-square approximation, which understates the exact tail of the pooled
 statistic at these levels (exact simulation of the cases' multinomials at level ALPHA_GATE / C gave 1.3e-3 to
 1.5e-3 per gate, up to 2.9x a case's share). With the margin the gate's false-alarm rate is at most
-ALPHA_GATE = 1e-3, measured, not assumed: test_exact_power.py simulates every case's null law and counts.
+ALPHA_GATE = 1e-3, measured, not assumed: dflash-verify's tests/gates/test_exact_power.py simulates the null law
+of every case of its own gates and counts.
 
 The power. A law at total-variation distance delta from the null moves the pooled cells by d with
 sum |d| = 2 delta' (delta' <= delta: pooling only merges cells, so delta is meant over the pooled cells) and,
