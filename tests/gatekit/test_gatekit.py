@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from verify.gatekit import (
-    ALPHA_GATE,
+    ALPHA_CHECK,
     DegenerateComparison,
     acceptance_rule_fit,
     assert_acceptance_rule_exact,
@@ -53,7 +53,7 @@ def test_the_closed_form_is_a_law_and_a_right_rule_passes_it() -> None:
     assert float(law.sum()) == pytest.approx(1.0) and bool((law >= 0).all())
     result = assert_acceptance_rule_exact(_rule(), p, q, drafted, num_draws=2000)
     assert result.passed and 0 < result.fit.detectable_tv < 0.15
-    assert result.fit.detectable_tv == pytest.approx(law_power(law, 2000, ALPHA_GATE))
+    assert result.fit.detectable_tv == pytest.approx(law_power(law, 2000, ALPHA_CHECK))
 
 
 @pytest.mark.parametrize("bug", ["ratio-inverted", "bonus-from-the-last-drafted-row"])

@@ -6,10 +6,12 @@
 - `assert_speculative_equals_plain` (compare.py): greedy speculative output equals plain decoding's.
 - `assert_first_token_law` (sampling.py): the first emitted token under sampling follows the target's law.
 
-The statistical checks use a pooled Pearson chi-square (stats.py) whose false-alarm rate is at most the level
-passed (ALPHA_GATE = 1e-3 by default) and which states, with each result, the total-variation distance it
-detects with probability >= 0.99. Every check takes plain callables and tensors; none imports an engine, the
-runner or pytest. `verify.templates` holds the bug-class mutation templates these checks kill.
+The statistical checks use a pooled Pearson chi-square (stats.py) tested at ALPHA_CHECK = 2.5e-4 by default: a
+false-alarm rate of at most ALPHA_GATE = 1e-3 per check, with a 4x margin for the chi-square approximation
+(case_level(n) splits it over n cases in one test). Each result states the total-variation distance it
+detects with probability >= 0.99 (fit.detectable_tv; law_power computes it before any draw). Every check
+takes plain callables and tensors; none imports an engine, the runner or pytest. `verify.templates` holds the
+bug-class mutation templates these checks kill.
 """
 
 from verify.gatekit.compare import DegenerateComparison, assert_batch_equals_solo, assert_speculative_equals_plain
@@ -30,9 +32,10 @@ from verify.gatekit.sampling import (
     output_fit,
     sequence_counts,
 )
-from verify.gatekit.stats import ALPHA_GATE, FitResult, case_level, detectable_tv, pearson_fit
+from verify.gatekit.stats import ALPHA_CHECK, ALPHA_GATE, FitResult, case_level, detectable_tv, pearson_fit
 
 __all__ = [
+    "ALPHA_CHECK",
     "ALPHA_GATE",
     "FIRST_TOKEN_DRAWS",
     "RULE_DRAWS",

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from verify.gatekit.stats import ALPHA_GATE, FitResult, detectable_tv, pearson_fit, pooling
+from verify.gatekit.stats import ALPHA_CHECK, FitResult, detectable_tv, pearson_fit, pooling
 
 __all__ = [
     "RULE_DRAWS",
@@ -37,7 +37,7 @@ __all__ = [
     "spread",
 ]
 
-RULE_DRAWS = 2000  # calls of the rule per case: 0.07-0.10 detectable total variation on 8-32 cells at 2.5e-4
+RULE_DRAWS = 2000  # calls of the rule per case: 0.07-0.10 detectable total variation on 8-32 cells
 
 # rule(p [n + 1, V], q [n, V], drafted [n], generator) -> (number accepted, the token after them)
 AcceptanceRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator], tuple[object, object]]
@@ -131,13 +131,13 @@ def acceptance_rule_fit(
     drafted: torch.Tensor,
     *,
     num_draws: int = RULE_DRAWS,
-    alpha: float = ALPHA_GATE,
+    alpha: float = ALPHA_CHECK,
     seed: int = 0,
     name: str = "rule",
 ) -> RuleFit:
     """`num_draws` calls of rule(p, q, drafted, generator) from one generator seeded with `seed`, tested against
-    speculative_law(p, q, drafted) at level `alpha` (a false alarm with probability at most alpha; several
-    cases in one test share it: pass stats.case_level(num_cases)). p: [n + 1, V], q: [n, V], rows summing to 1."""
+    speculative_law(p, q, drafted) at level `alpha` (the default keeps the false-alarm rate at most 1e-3; several
+    cases in one test share that: pass stats.case_level(num_cases)). p: [n + 1, V], q: [n, V], rows summing to 1."""
     drafted = torch.as_tensor(drafted, dtype=torch.long).flatten()
     n, vocab = drafted.numel(), p.shape[-1]
     if p.shape != (n + 1, vocab) or q.shape != (n, vocab):
@@ -156,7 +156,7 @@ def assert_acceptance_rule_exact(
     drafted: torch.Tensor,
     *,
     num_draws: int = RULE_DRAWS,
-    alpha: float = ALPHA_GATE,
+    alpha: float = ALPHA_CHECK,
     seed: int = 0,
     name: str = "rule",
 ) -> RuleFit:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from verify.gatekit.stats import ALPHA_GATE, FitResult, pearson_fit
+from verify.gatekit.stats import ALPHA_CHECK, FitResult, pearson_fit
 
 __all__ = ["FIRST_TOKEN_DRAWS", "assert_first_token_law", "cell_tokens", "first_token_fit", "output_fit",
            "sequence_counts"]  # fmt: skip
@@ -42,7 +42,7 @@ def cell_tokens(cell: int, vocab: int, length: int) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def output_fit(tokens: torch.Tensor, law: torch.Tensor, alpha: float = ALPHA_GATE) -> FitResult:
+def output_fit(tokens: torch.Tensor, law: torch.Tensor, alpha: float = ALPHA_CHECK) -> FitResult:
     """Sequences [N, k] (or first tokens [N]) against their exact law, a tensor [V] * k."""
     tokens = torch.as_tensor(tokens, dtype=torch.long)
     length = 1 if tokens.dim() == 1 else tokens.shape[1]
@@ -56,7 +56,7 @@ def first_token_fit(
     law: torch.Tensor,
     *,
     num_draws: int = FIRST_TOKEN_DRAWS,
-    alpha: float = ALPHA_GATE,
+    alpha: float = ALPHA_CHECK,
     first_seed: int = 0,
 ) -> FitResult:
     """sample_first(seed) for seeds first_seed .. first_seed + num_draws - 1, each the first token the engine
@@ -71,7 +71,7 @@ def assert_first_token_law(
     law: torch.Tensor,
     *,
     num_draws: int = FIRST_TOKEN_DRAWS,
-    alpha: float = ALPHA_GATE,
+    alpha: float = ALPHA_CHECK,
     first_seed: int = 0,
 ) -> FitResult:
     """first_token_fit, raising AssertionError (with the worst token) when the law is not the target's."""

@@ -43,6 +43,9 @@ def case_level(cases: int) -> float:
     return ALPHA_GATE / (cases * TAIL_MARGIN)
 
 
+ALPHA_CHECK = case_level(1)  # one check alone: 2.5e-4, a false-alarm rate of at most ALPHA_GATE with the margin
+
+
 def chi2_sf(x: float, df: int) -> float:
     """P(chi^2_df > x)."""
     if x <= 0:

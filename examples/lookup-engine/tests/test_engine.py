@@ -55,8 +55,10 @@ def test_batched_logits_equal_each_prompt_alone() -> None:
 def test_first_token_follows_the_targets_law() -> None:
     model = TinyLM()
     engine = LookupEngine(model, NGramDrafter())
-    prompt, temperature = PROMPTS[1], 1.0
+    prompt, temperature = PROMPTS[0], 1.0
     law = torch.softmax(model.forward(torch.tensor(prompt), 0, KVCache())[-1].double() / temperature, -1)
+    # 600 seeded requests at the kit's level (2.5e-4, false alarms at most 1e-3): a law 0.137 away in total
+    # variation is detected with probability >= 0.99 (fit.detectable_tv).
     assert_first_token_law(lambda seed: engine.generate(prompt, 1, temperature, seed).token_ids[0], law, num_draws=600)
 
 
