@@ -261,7 +261,8 @@ bonus_off_by_one = _template(
 position_offset = _template(
     "position-offset",
     "Position ids start one past where they should: every token is encoded as if it came one later.",
-    "assert_speculative_equals_plain (when one path keeps the right positions) or a reference logits check",
+    "assert_batch_equals_solo or assert_speculative_equals_plain, whichever compares the offset path with one "
+    "that is right (an offset every path shares needs a reference logits check)",
     _position_offset,
     "positions = torch.arange(start, start + length)",
     "positions = torch.arange(start, start + length) + 1",
@@ -277,7 +278,8 @@ cache_crop_off_by_one = _template(
 cache_write_shifted = _template(
     "cache-write-shifted",
     "New keys and values are written one slot late: a slot is left stale and the next write overwrites.",
-    "assert_speculative_equals_plain",
+    "assert_speculative_equals_plain or assert_batch_equals_solo, whichever compares a cached path with an "
+    "uncached one",
     _cache_write,
     "self.keys[start:end] = keys",
     "self.keys[start + 1:end + 1] = keys",
