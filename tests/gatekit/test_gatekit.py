@@ -3,23 +3,32 @@ behaviour, fails a planted bug with a message naming where, and refuses a compar
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 from verify.gatekit import (
     ALPHA_CHECK,
+    ALPHA_GATE,
     DegenerateComparison,
     acceptance_rule_fit,
     assert_acceptance_rule_exact,
     assert_batch_equals_solo,
     assert_first_token_law,
     assert_speculative_equals_plain,
+    case_level,
     first_token_fit,
     law_power,
+    null_rate,
     sequence_counts,
     speculative_law,
 )
 from verify.gatekit.sampling import cell_tokens
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "lookup-engine"
 
 
 def _rule(invert: bool = False, bonus_row: int = 0):
@@ -105,6 +114,26 @@ def test_first_token_law_passes_the_target_law_and_fails_another() -> None:
     assert not first_token_fit(sampler(other), law, num_draws=2000).passed
     with pytest.raises(AssertionError, match="first emitted token is not distributed"):
         assert_first_token_law(sampler(other), law, num_draws=2000)
+
+
+def test_the_example_checks_false_alarm_rates_are_at_most_1e_3() -> None:
+    """The rates docs/reference/gatekit.md states for examples/lookup-engine's statistical checks, counted."""
+    sys.path.insert(0, str(EXAMPLE))
+    try:
+        from lookupspec import KVCache, TinyLM
+
+        spec = importlib.util.spec_from_file_location("lookup_example_suite", EXAMPLE / "tests" / "test_engine.py")
+        assert spec is not None and spec.loader is not None
+        suite = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(suite)  # its rule cases and prompts, under a name no other test module has
+    finally:
+        sys.path.remove(str(EXAMPLE))
+    cases = [(0, 1, 5), (1, 2, 6), (2, 3, 4)]
+    laws = [speculative_law(*suite._rule_case(*case)) for case in cases]
+    rule = sum(null_rate(law, 2000, case_level(3), 200_000, seed) for seed, law in enumerate(laws))
+    law = torch.softmax(TinyLM().forward(torch.tensor(suite.PROMPTS[0]), 0, KVCache())[-1].double(), -1)
+    first = null_rate(law, 600, ALPHA_CHECK, 200_000, 7)
+    assert 0 < rule <= ALPHA_GATE and 0 < first <= ALPHA_GATE, (rule, first)  # 0: a check that cannot fire
 
 
 def test_sequence_cells_read_back() -> None:

@@ -32,7 +32,7 @@ from verify.gatekit.sampling import (
     output_fit,
     sequence_counts,
 )
-from verify.gatekit.stats import ALPHA_CHECK, ALPHA_GATE, FitResult, case_level, detectable_tv, pearson_fit
+from verify.gatekit.stats import ALPHA_CHECK, ALPHA_GATE, FitResult, case_level, detectable_tv, null_rate, pearson_fit
 
 __all__ = [
     "ALPHA_CHECK",
@@ -51,6 +51,7 @@ __all__ = [
     "detectable_tv",
     "first_token_fit",
     "law_power",
+    "null_rate",
     "output_fit",
     "pearson_fit",
     "rule_counts",
