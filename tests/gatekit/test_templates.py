@@ -3,6 +3,10 @@ its documented replacement, yields a Mutation ready to register, and refuses an 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from verify import templates
@@ -60,3 +64,22 @@ def test_an_anchor_with_two_candidates_or_no_python_is_refused() -> None:
         templates.ratio_inverted("e.py", "r = a / (b")
     with pytest.raises(MutationError, match="must be a Python source file"):
         templates.ratio_inverted("e.txt", "r = a / b")
+
+
+def test_a_catalog_whose_anchor_does_not_fit_is_exit_2_naming_the_template(tmp_path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("def ratio(p, q):\n    return p / q\n")
+    (tmp_path / "bad_catalog.py").write_text(
+        "from verify import templates\nfrom verify.mutation import register\n\n"
+        'register(templates.ratio_inverted("pkg/__init__.py", "return p * q"))\n'
+    )
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.dflash]\nmutation_modules = ["bad_catalog"]\nsource_roots = ["pkg"]\ngates = ["tests"]\n'
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "verify", "mutations", "list", "--project", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, check=False, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "template ratio_inverted: the anchor 'return p * q' has no divisions" in done.stderr
