@@ -47,10 +47,11 @@ class _Anchor:
     text: str
     tree: ast.Module
     line_starts: tuple[int, ...]
+    lines_before: int  # lines parsed ahead of the anchor (an `if True:` that makes an indented anchor parse)
 
     def span(self, node: ast.expr) -> tuple[int, int]:
         def offset(line: int, column: int) -> int:  # ast columns count UTF-8 bytes
-            start = self.line_starts[line - 1]
+            start = self.line_starts[line - 1 - self.lines_before]
             row = self.text[start:].split("\n", 1)[0]
             return start + len(row.encode()[:column].decode())
 
@@ -78,19 +79,21 @@ class _Anchor:
 def _parse(template: str, anchor: str) -> _Anchor:
     if not isinstance(anchor, str) or not anchor.strip():
         raise TemplateError(f"template {template}: the anchor must be non-empty code")
-    for text in (anchor, anchor + "\n    pass"):  # whole statements, or a block header (`if d != t:`)
+    lead = anchor[: len(anchor) - len(anchor.lstrip(" \t"))]
+    starts, total = [], 0
+    for line in anchor.split("\n"):
+        starts.append(total)
+        total += len(line) + 1
+    # Whole statements, or a block header (`if d != t:`), copied with or without the first line's indentation.
+    for before, after in (("", ""), ("", f"\n{lead}    pass"), ("if True:\n", ""), ("if True:\n", f"\n{lead}    pass")):
         try:
-            tree = ast.parse(text)
+            tree = ast.parse(before + anchor + after)
         except SyntaxError:
             continue
-        starts, total = [], 0
-        for line in anchor.split("\n"):
-            starts.append(total)
-            total += len(line) + 1
-        return _Anchor(anchor, tree, tuple(starts))
+        return _Anchor(anchor, tree, tuple(starts), before.count("\n"))
     raise TemplateError(
         f"template {template}: the anchor {anchor!r} does not parse as Python statements or a block header; "
-        "copy whole lines from the file (the first line without its indentation)"
+        "copy whole lines from the file"
     )
 
 

@@ -51,10 +51,16 @@ def test_each_template_names_itself_when_the_anchor_does_not_fit(name: str) -> N
         (templates.ratio_inverted, "ratio = (p_x / q_x).clamp(max=1)", "ratio = (q_x / p_x).clamp(max=1)"),
         (templates.residual_not_subtracting_draft, "res = torch.clamp(p - q, min=0)", "res = torch.clamp(p, min=0)"),
         (templates.position_offset, "pos = start + offsets", "pos = (start + offsets) + 1"),
+        (templates.ratio_inverted, "        ratio = p / q", "        ratio = q / p"),  # copied with its indentation
+        (templates.acceptance_past_first_mismatch, "    if d != t:", None),  # a header alone: no break in it
     ],
 )
-def test_the_rewrite_touches_only_the_construct(make, anchor: str, replacement: str) -> None:
-    assert make("engine/x.py", anchor, name="a-bug").replacement == replacement
+def test_the_rewrite_touches_only_the_construct(make, anchor: str, replacement: str | None) -> None:
+    if replacement is None:
+        with pytest.raises(TemplateError, match="needs exactly one"):
+            make("engine/x.py", anchor, name="a-bug")
+    else:
+        assert make("engine/x.py", anchor, name="a-bug").replacement == replacement
 
 
 def test_an_anchor_with_two_candidates_or_no_python_is_refused() -> None:
