@@ -83,6 +83,10 @@ RULES = [
     ("verify.fixtures", ("verify.run", "verify.cli", "verify.sweep"), "fixtures stand beside the run"),
     ("verify.run", ("verify.cli", "verify.sweep"), "the run never reaches up into the CLI or the sweep"),
     ("verify.sweep", ("verify.cli",), "the sweep never reaches up into the CLI"),
+    ("verify.gatekit", ("runner", "mutations", "verify.run", "verify.report", "verify.cli", "verify.sweep",
+                        "verify.fixtures", "verify.observe"), "the gate kit is engine-agnostic: tensors and callables"),
+    ("verify.templates", ("runner", "verify.run", "verify.report", "verify.cli", "verify.sweep", "verify.fixtures",
+                          "verify.gatekit"), "a template knows source text and the mutation record"),
 ]  # fmt: skip
 
 
@@ -165,6 +169,6 @@ def test_module_size(module: str) -> None:
 
 
 def test_every_room_says_what_it_owns() -> None:
-    for room in ("verify.cli", "verify.run", "verify.report", "verify.fixtures", "verify.sweep"):
+    for room in ("verify.cli", "verify.run", "verify.report", "verify.fixtures", "verify.sweep", "verify.gatekit"):
         doc = ast.get_docstring(ast.parse(MODULES[room].read_text()))
         assert doc and len(doc) > 40, f"{room}/__init__.py must open with a docstring saying what the room owns"

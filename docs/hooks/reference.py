@@ -2,7 +2,8 @@
 
 A page asks for a part with a marker line `<!-- generated: NAME -->`: `cli` (every command's `--help`, from the
 typer app), `config-keys` (the `[tool.dflash]` keys from `ProjectConfig`'s field definitions and their
-`metadata["doc"]`) and `catalog` (the embedded mutation catalog from its registry). Knows nothing of the site's
+`metadata["doc"]`), `catalog` (the embedded mutation catalog from its registry) and `templates` (the bug-class
+templates of verify.templates, with the gate kit check that kills each). Knows nothing of the site's
 theme; imports the CLI and the settings, never torch.
 """
 
@@ -100,7 +101,19 @@ def catalog() -> str:
     return "\n".join(rows) + "\n"
 
 
-GENERATORS = {"cli": cli_reference, "config-keys": config_keys, "catalog": catalog}
+def templates() -> str:
+    """The bug-class templates: the call, the bug class, an anchor and what it becomes, the kit check that kills it."""
+    from verify.templates import TEMPLATES
+
+    rows = ["| template | bug class | anchor -> replacement | killed by |", "| --- | --- | --- | --- |"]
+    for name, template in TEMPLATES.items():
+        call = f"`templates.{name.replace('-', '_')}(file, anchor)`"
+        change = f"`{_cell(template.example_anchor)}` -> `{_cell(template.example_replacement)}`"
+        rows.append(f"| {call} | {_cell(template.bug_class)} | {change} | {_cell(template.killed_by)} |")
+    return "\n".join(rows) + "\n"
+
+
+GENERATORS = {"cli": cli_reference, "config-keys": config_keys, "catalog": catalog, "templates": templates}
 
 
 def render(markdown: str) -> str:

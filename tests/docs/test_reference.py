@@ -66,6 +66,14 @@ def test_the_catalog_table_lists_every_registered_mutation() -> None:
     assert set(re.findall(r"^\| `([a-z0-9-]+)` \|", table, re.MULTILINE)) == set(mutations)
 
 
+def test_the_templates_table_lists_every_template_with_its_killing_check() -> None:
+    from verify.templates import TEMPLATES
+
+    table = HOOK.templates()
+    rows = re.findall(r"^\| `templates\.([a-z_]+)\(file, anchor\)` \|.*\| (assert_[a-z_]+)", table, re.MULTILINE)
+    assert [name for name, _ in rows] == [name.replace("-", "_") for name in TEMPLATES]
+
+
 def test_an_unknown_generated_part_is_an_error() -> None:
     with pytest.raises(RuntimeError, match="unknown generated part 'nope'"):
         HOOK.render("text\n<!-- generated: nope -->\n")

@@ -28,10 +28,12 @@ from pathlib import Path
 
 import torch
 from dense_reference import Checkpoint, filtered_probs, target_forward
-from exactstats import FitResult, detectable_tv, pearson_fit, pooling
 
 from runner import Engine, EngineConfig, SamplingParams
 from verify.fixtures.synthetic import PairSpec, write_pair
+from verify.gatekit.rule import law_power
+from verify.gatekit.sampling import cell_tokens, sequence_counts
+from verify.gatekit.stats import FitResult, pearson_fit
 
 VOCAB = 8
 NUM_TOKENS = 3
@@ -150,7 +152,7 @@ def engine_counts(folder: Path, setting: Setting, num_draws: int, solo: bool) ->
     steps = [a for o in outs for a in o.acceptance_lengths]
     if not steps or max(steps) < 2 or min(steps) > 1:
         raise AssertionError(f"{setting.id}: acceptance lengths {sorted(set(steps))}: the rule was never exercised")
-    return _cells(tokens)
+    return sequence_counts(tokens, VOCAB)
 
 
 def _drain(engine: Engine, num_requests: int, what: str) -> None:
@@ -163,11 +165,6 @@ def _drain(engine: Engine, num_requests: int, what: str) -> None:
             raise AssertionError(f"{what}: the engine made no progress: requests unfinished after {limit} steps")
         engine.step()
         steps += 1
-
-
-def _cells(tokens: torch.Tensor) -> torch.Tensor:
-    cells = (tokens[:, 0] * VOCAB + tokens[:, 1]) * VOCAB + tokens[:, 2]
-    return torch.bincount(cells, minlength=VOCAB**NUM_TOKENS)
 
 
 def mixed_counts(
@@ -198,7 +195,7 @@ def mixed_counts(
         tokens = torch.tensor([engine.output(i).token_ids for i in group])
         if tokens.shape != (num_draws, NUM_TOKENS):
             raise AssertionError(f"mixed {s.id}: {tokens.shape} tokens, not {NUM_TOKENS} per request")
-        counts.append(_cells(tokens))
+        counts.append(sequence_counts(tokens, VOCAB))
     return counts, [tuple(engine.output(i).token_ids) for i in greedy]
 
 
@@ -222,12 +219,11 @@ def engine_fit(setting: Setting, num_draws: int, alpha: float, solo: bool) -> Fi
 
 def setting_power(setting: Setting, num_draws: int, alpha: float) -> float:
     """The total-variation distance the setting's test detects with probability >= 0.99 (no engine run)."""
-    return detectable_tv(num_draws, int(pooling(setting_law(setting).flatten(), num_draws).max()), alpha)
+    return law_power(setting_law(setting), num_draws, alpha)
 
 
 def describe(setting: Setting, fit: FitResult, solo: bool) -> str:
-    t1, rest = divmod(fit.worst_cell, VOCAB * VOCAB)
-    t2, t3 = divmod(rest, VOCAB)
+    t1, t2, t3 = cell_tokens(fit.worst_cell, VOCAB, NUM_TOKENS)
     return (
         f"{'solo' if solo else 'batched'} {setting.id}, prompt {setting.prompt}: X^2 {fit.statistic:.1f} on {fit.df} "
         f"df, p-value {fit.p_value:.2e} (level {fit.alpha:.1e}), {fit.impossible} draws of probability 0; worst "

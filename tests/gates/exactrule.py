@@ -1,14 +1,6 @@
-"""The acceptance rule's closed form and the harness that tests the rule the engine calls against it.
-
-Closed form (Leviathan et al. 2023), for drafted tokens x_0..x_{n-1}, the target's rows p_0..p_n and the draft's
-q_0..q_{n-1} (all [V]): with r_i = min(1, p_i(x_i) / q_i(x_i)) (1 where q_i(x_i) = 0 < p_i(x_i)), one call of
-the rule returns (a, y) with
-    P(a = j, y = v) = r_0 ... r_{j-1} * (1 - r_j) * res_j(v)    for j < n,  res_j = norm(max(0, p_j - q_j))
-    P(a = n, y = v) = r_0 ... r_{n-1} * p_n(v)                   (all accepted: the bonus from p_n)
-(res_j falls back to p_j when p_j - q_j has no positive mass). That is the joint law of the acceptance length
-and the token after it over the whole block: a rule that reuses one uniform across positions, resamples from
-an unnormalised or shifted residual, or draws the bonus from the wrong row has a different law even where each
-position's marginal is right.
+"""The harness that tests the acceptance rule this runner calls against speculative sampling's closed form
+(the shipped gate kit's verify.gatekit.rule: the law, the counting and the fit; this module is the runner's
+side of it: which functions give p, q and the rule, and the dense reference that computes the law's inputs).
 
 DFlash2 (runner/dflash2.py, runner/proposer.py `_walk`): slot i drafts x_i from q_i over its top-k candidates
 c_i (distinct ids: torch.topk) and hands the rule q_i [k] with the candidates. The rule applies the same closed
@@ -29,41 +21,15 @@ from dataclasses import dataclass, field
 
 import torch
 from dense_reference import filtered_probs
-from exactstats import FitResult, case_level, detectable_tv, pearson_fit, pooling
 
 import runner.dflash2
 import runner.engine
 import runner.proposer
+from verify.gatekit.rule import RuleFit, law_power, normalise, rule_counts, speculative_law, spread
+from verify.gatekit.stats import FitResult, case_level, pearson_fit
 
 Rule = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 ProbsFn = Callable[..., torch.Tensor]
-
-
-def speculative_law(p: torch.Tensor, q: torch.Tensor, drafted: torch.Tensor) -> torch.Tensor:
-    """p: [n + 1, V], q: [n, V] (vocabulary-wide), drafted: [n] -> P(a = j, y = v) as [n + 1, V] (float64)."""
-    p, q = p.double(), q.double()
-    n = drafted.numel()
-    px = p[:n].gather(1, drafted[:, None])[:, 0]
-    qx = q.gather(1, drafted[:, None])[:, 0]
-    ratio = torch.where(qx > 0, (px / qx.clamp_min(1e-300)).clamp(max=1.0), (px > 0).double())
-    residual = (p[:n] - q).clamp_min(0)
-    mass = residual.sum(-1, keepdim=True)
-    residual = torch.where(mass > 0, residual / mass.clamp_min(1e-300), p[:n])
-    reach = torch.cat([torch.ones(1, dtype=torch.float64), ratio.cumprod(0)])  # P(a >= j), j = 0..n
-    law = torch.empty_like(p)
-    law[:n] = (reach[:n] * (1 - ratio))[:, None] * residual
-    law[n] = reach[n] * p[n]
-    return law
-
-
-def spread(q: torch.Tensor, candidates: torch.Tensor, vocab: int) -> torch.Tensor:
-    """DFlash2's q over its candidates [n, k] as a vocabulary-wide law [n, V]."""
-    return torch.zeros(q.shape[0], vocab, dtype=torch.float64).scatter_add(1, candidates, q.double())
-
-
-def normalise(probs: torch.Tensor) -> torch.Tensor:
-    probs = probs.double()
-    return probs / probs.sum(-1, keepdim=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,21 +100,16 @@ def sample_case(case: RuleCase, pipeline: RulePipeline, num_draws: int) -> tuple
     """(drafted ids [n], counts [n + 1, V]) of `num_draws` calls of the pipeline's rule on the case."""
     generator = torch.Generator().manual_seed(case.seed)
     drafted, p, q, indices = case_inputs(case, pipeline, generator)
-    accepted, tokens = [], []
-    for _ in range(num_draws):
-        count, token = pipeline.accept(drafted, p, q, indices, generator)
-        accepted.append(count)
-        tokens.append(token)
-    cells = torch.stack(accepted).long() * case.vocab + torch.stack(tokens).long()
-    counts = torch.bincount(cells, minlength=(case.num_drafted + 1) * case.vocab)
-    return drafted, counts[: (case.num_drafted + 1) * case.vocab].view(case.num_drafted + 1, case.vocab)
+    counts = rule_counts(
+        lambda g: pipeline.accept(drafted, p, q, indices, g), case.num_drafted, case.vocab, num_draws, generator
+    )
+    return drafted, counts
 
 
 def case_power(case: RuleCase, num_draws: int, alpha: float) -> float:
     """The total-variation distance the case's test detects with probability >= 0.99 (no draws needed)."""
     drafted, *_ = case_inputs(case, RulePipeline(), torch.Generator().manual_seed(case.seed))
-    law = closed_form(case, drafted).flatten()
-    return detectable_tv(num_draws, int(pooling(law, num_draws).max()), alpha)
+    return law_power(closed_form(case, drafted), num_draws, alpha)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,12 +119,7 @@ class CaseResult:
     fit: FitResult
 
     def describe(self) -> str:
-        a, y = divmod(self.fit.worst_cell, self.case.vocab)
-        return (
-            f"{self.case.name}: drafted {self.drafted}, X^2 {self.fit.statistic:.1f} on {self.fit.df} df, "
-            f"p-value {self.fit.p_value:.2e} < {self.fit.alpha:.1e} or {self.fit.impossible} draws of probability 0; "
-            f"worst cell: {a} accepted then token {y}"
-        )
+        return RuleFit(self.case.name, self.drafted, self.case.vocab, self.fit).describe()
 
 
 def rule_fits(

@@ -12,14 +12,12 @@ import inspect
 import math
 import textwrap
 
-import numpy
 import pytest
 import torch
 from exactcases import RULE_DRAWS
 from exactengine import engine_fit, setting_law, setting_power
 from exactperturb import KnobRule, filtered, tempered
 from exactrule import RulePipeline, case_inputs, case_power, closed_form, rule_fits
-from exactstats import ALPHA_GATE, case_level, chi2_isf, chi2_sf, ncx2_sf, pearson_fit, pooling
 from test_gate_exact_engine import (
     BATCHED,
     ENGINE_DRAWS,
@@ -37,6 +35,8 @@ from test_gate_exact_rule import RULE_GATES, RULE_TV_RANGE
 import runner.engine
 import runner.proposer
 import runner.sampling
+from verify.gatekit.stats import ALPHA_GATE, case_level, chi2_isf, chi2_sf, ncx2_sf, pearson_fit
+from verify.gatekit.stats import null_rate as _null_rate
 
 
 def test_chi_square_tails() -> None:
@@ -71,22 +71,6 @@ def test_stated_detectable_distances_are_the_computed_ones() -> None:
         assert {s.id: round(setting_power(s, draws, case_level(1)), 3) for s in settings} == stated
     mixed = {s.id: round(setting_power(s, MIXED_DRAWS, case_level(len(g))), 3) for g in MIXED.values() for s in g}
     assert mixed == MIXED_TV
-
-
-def _null_rate(law: torch.Tensor, num_draws: int, level: float, reps: int, seed: int) -> float:
-    """The exact false-alarm rate of a case's test, by simulation: `reps` draws of its pooled counts under its
-    own law (pooling depends on the law alone, and pooled multinomial counts are multinomial), counted against
-    the chi-square critical value the gate uses."""
-    law = law.double().flatten()
-    group = pooling(law, num_draws)
-    kept = group >= 0
-    pooled = torch.zeros(int(group.max()) + 1, dtype=torch.float64).index_add_(0, group[kept], law[kept]).numpy()
-    critical, expected = chi2_isf(level, len(pooled) - 1), num_draws * pooled
-    generator, hits = numpy.random.default_rng(seed), 0
-    for start in range(0, reps, 50_000):
-        counts = generator.multinomial(num_draws, pooled / pooled.sum(), size=min(50_000, reps - start))
-        hits += int((((counts - expected) ** 2 / expected).sum(-1) > critical).sum())
-    return hits / reps
 
 
 NULL_REPS = 400_000  # a rate of 5e-4 is counted 200 times: its standard error is about 3.5e-5

@@ -3,7 +3,7 @@
 On the tiny 8-token pair, each setting's exact law of (t1, t2, t3) is enumerated from the target's logits by the
 dense reference; the engine draws ENGINE_DRAWS (batched) or SOLO_DRAWS (one row at a time) seeded requests and
 their counts are tested with a pooled Pearson chi-square at level 2.5e-4 (a false-alarm rate of at most 1e-3
-per gate, exactstats.py; a draw of probability 0 fails at once). Settings: DFlash and DFlash2, T in {0.6, 1.0,
+per gate, verify/gatekit/stats.py; a draw of probability 0 fails at once). Settings: DFlash and DFlash2, T in {0.6, 1.0,
 1.5, 3.0}, each without filters and with top-p 0.9 and top-k 5 together, verify blocks of 3 (two drafted
 tokens: their joint acceptance and residuals) and of 2 (one drafted token and the bonus after it), over three
 prompts.
@@ -14,14 +14,15 @@ greedy row must be the greedy continuation. A row handed another row's parameter
 and nowhere else, since every other gate's rows share one setting.
 
 The smallest total-variation distance over the 512 cells each gate detects with probability >= 0.99 (any
-direction; exactstats.py) is listed in ENGINE_TV; test_exact_power.py recomputes it.
+direction; verify/gatekit/stats.py) is listed in ENGINE_TV; test_exact_power.py recomputes it.
 """
 
 from __future__ import annotations
 
 import pytest
 from exactengine import PROMPTS, Setting, describe, engine_fit, greedy_continuation, mixed_counts, setting_law
-from exactstats import case_level, pearson_fit
+
+from verify.gatekit.stats import case_level, pearson_fit
 
 pytestmark = pytest.mark.gate
 

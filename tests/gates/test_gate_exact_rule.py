@@ -6,7 +6,7 @@ form of speculative sampling (exactrule.py) with a pooled Pearson chi-square at 
 (Bonferroni with a margin for the chi-square tail: each gate's false-alarm rate is at most 1e-3, measured by
 simulation in test_exact_power.py); a draw the closed form gives probability 0 fails at once.
 
-Detectable total-variation distance (probability >= 0.99, any direction; exactstats.py): per case between
+Detectable total-variation distance (probability >= 0.99, any direction; verify/gatekit/stats.py): per case between
 RULE_TV_RANGE[gate][0] and [1], over (acceptance length x token) of that case. tests/gates/test_exact_power.py
 checks these figures and that the gates detect a family of perturbations of every term of the closed form.
 """

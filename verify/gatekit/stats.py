@@ -1,4 +1,4 @@
-"""The exact gates' statistics: a pooled Pearson chi-square goodness-of-fit test of observed counts against a
+"""The gate kit's statistics: a pooled Pearson chi-square goodness-of-fit test of observed counts against a
 closed-form law, its Bonferroni level, and the power it has against any law a given total-variation distance
 away. It knows count vectors and probability vectors, not engines, rules or tokens.
 
@@ -11,7 +11,8 @@ freedom. A gate of C cases fails a case when its p-value is below ALPHA_GATE / (
 over the cases, with a margin for the chi-square approximation, which understates the exact tail of the pooled
 statistic at these levels (exact simulation of the cases' multinomials at level ALPHA_GATE / C gave 1.3e-3 to
 1.5e-3 per gate, up to 2.9x a case's share). With the margin the gate's false-alarm rate is at most
-ALPHA_GATE = 1e-3, measured, not assumed: test_exact_power.py simulates every case's null law and counts.
+ALPHA_GATE = 1e-3, measured, not assumed: null_rate simulates a case's null law and counts (dflash-verify's
+tests/gates/test_exact_power.py does so for every case of its own gates).
 
 The power. A law at total-variation distance delta from the null moves the pooled cells by d with
 sum |d| = 2 delta' (delta' <= delta: pooling only merges cells, so delta is meant over the pooled cells) and,
@@ -29,6 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy
 import torch
 
 ALPHA_GATE = 1e-3  # each exact gate's false-alarm rate per run, split over its cases
@@ -40,6 +42,9 @@ POWER = 0.99  # the detection probability the reported total-variation distances
 def case_level(cases: int) -> float:
     """The level each of a gate's `cases` cases is tested at."""
     return ALPHA_GATE / (cases * TAIL_MARGIN)
+
+
+ALPHA_CHECK = case_level(1)  # one check alone: 2.5e-4, a false-alarm rate of at most ALPHA_GATE with the margin
 
 
 def chi2_sf(x: float, df: int) -> float:
@@ -149,3 +154,20 @@ def pearson_fit(counts: torch.Tensor, law: torch.Tensor, alpha: float) -> FitRes
         impossible=int(counts[~kept].sum()),
         worst_cell=int(residual.abs().argmax()),
     )
+
+
+def null_rate(law: torch.Tensor, num_draws: int, level: float, reps: int, seed: int) -> float:
+    """The false-alarm rate of the test of `num_draws` draws from `law` at `level`, measured by simulation: `reps`
+    draws of its pooled counts under the law itself (pooling depends on the law alone, and pooled multinomial
+    counts are multinomial), counted against the chi-square critical value the test uses. Measure your own
+    check's rate with it: a stated rate is a claim until this counts it."""
+    law = law.double().flatten()
+    group = pooling(law, num_draws)
+    kept = group >= 0
+    pooled = torch.zeros(int(group.max()) + 1, dtype=torch.float64).index_add_(0, group[kept], law[kept]).numpy()
+    critical, expected = chi2_isf(level, len(pooled) - 1), num_draws * pooled
+    generator, hits = numpy.random.default_rng(seed), 0
+    for start in range(0, reps, 50_000):
+        counts = generator.multinomial(num_draws, pooled / pooled.sum(), size=min(50_000, reps - start))
+        hits += int((((counts - expected) ** 2 / expected).sum(-1) > critical).sum())
+    return hits / reps

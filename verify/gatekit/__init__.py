@@ -1,0 +1,61 @@
+"""The gate kit: engine-agnostic checks a speculative-decoding engine's tests call (docs/reference/gatekit.md).
+
+- `assert_acceptance_rule_exact` (rule.py): the joint law of (accepted, next token) of an acceptance rule given
+  as a callable rule(p, q, drafted, generator), against speculative sampling's closed form.
+- `assert_batch_equals_solo` (compare.py): a batch's logits equal each row's run alone.
+- `assert_speculative_equals_plain` (compare.py): greedy speculative output equals plain decoding's.
+- `assert_first_token_law` (sampling.py): the first emitted token under sampling follows the target's law.
+
+The statistical checks use a pooled Pearson chi-square (stats.py) tested at ALPHA_CHECK = 2.5e-4 by default: a
+false-alarm rate of at most ALPHA_GATE = 1e-3 per check, with a 4x margin for the chi-square approximation
+(case_level(n) splits it over n cases in one test). Each result states the total-variation distance it
+detects with probability >= 0.99 (fit.detectable_tv; law_power computes it before any draw). Every check
+takes plain callables and tensors; none imports an engine, the runner or pytest. `verify.templates` holds the
+bug-class mutation templates these checks kill.
+"""
+
+from verify.gatekit.compare import DegenerateComparison, assert_batch_equals_solo, assert_speculative_equals_plain
+from verify.gatekit.rule import (
+    RULE_DRAWS,
+    RuleFit,
+    acceptance_rule_fit,
+    assert_acceptance_rule_exact,
+    law_power,
+    rule_counts,
+    speculative_law,
+    spread,
+)
+from verify.gatekit.sampling import (
+    FIRST_TOKEN_DRAWS,
+    assert_first_token_law,
+    first_token_fit,
+    output_fit,
+    sequence_counts,
+)
+from verify.gatekit.stats import ALPHA_CHECK, ALPHA_GATE, FitResult, case_level, detectable_tv, null_rate, pearson_fit
+
+__all__ = [
+    "ALPHA_CHECK",
+    "ALPHA_GATE",
+    "FIRST_TOKEN_DRAWS",
+    "RULE_DRAWS",
+    "DegenerateComparison",
+    "FitResult",
+    "RuleFit",
+    "acceptance_rule_fit",
+    "assert_acceptance_rule_exact",
+    "assert_batch_equals_solo",
+    "assert_first_token_law",
+    "assert_speculative_equals_plain",
+    "case_level",
+    "detectable_tv",
+    "first_token_fit",
+    "law_power",
+    "null_rate",
+    "output_fit",
+    "pearson_fit",
+    "rule_counts",
+    "sequence_counts",
+    "speculative_law",
+    "spread",
+]
