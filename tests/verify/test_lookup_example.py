@@ -49,20 +49,23 @@ def _dflash(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def adopt(root: Path) -> subprocess.CompletedProcess[str]:
-    """`dflash init`, then the [tool.dflash] edits a user of this engine makes: the catalog is the engine's own
-    module, the gates its whole existing suite (none is marked: `not skip` selects all), plus its observer.
+    """`dflash init` adopts the engine's existing, unmarked suite (and checks its baseline), then the one edit a
+    user of this engine makes: the catalog is the engine's own module, not init's example, plus its observer.
     The one place that knows what init writes: adapt it here when init changes."""
     done = _dflash(root, "init")
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "baseline: green" in done.stdout, done.stdout
     pyproject = root / "pyproject.toml"
-    text = pyproject.read_text()
-    text = text.replace('mutation_modules = ["lookupspec_mutations"]', 'mutation_modules = ["engine_mutations"]')
-    text = text.replace('gates = ["tests/gates"]\ngate_marker = "gate"', 'gates = ["tests"]\ngate_marker = "not skip"')
-    pyproject.write_text(text + 'observe = "lookupspec.observe:make_observer"\njobs = 2\n')
-    shutil.rmtree(root / "tests" / "gates")  # init's example gate and catalog: this engine has its own
-    (root / "lookupspec_mutations.py").unlink()
     table = tomllib.loads(pyproject.read_text())["tool"]["dflash"]
-    assert table["mutation_modules"] == ["engine_mutations"] and table["gates"] == ["tests"], table
+    assert table["gates"] == ["tests"] and table["gate_marker"] == "", table  # the whole suite, no marker
+    assert not (root / "tests" / "gates").exists()  # nothing DFlash-shaped written beside the suite
+    text = pyproject.read_text().replace(
+        'mutation_modules = ["lookupspec_mutations"]', 'mutation_modules = ["engine_mutations"]'
+    )
+    pyproject.write_text(text + 'observe = "lookupspec.observe:make_observer"\njobs = 2\n')
+    (root / "lookupspec_mutations.py").unlink()  # init's example mutation: this engine has its own catalog
+    table = tomllib.loads(pyproject.read_text())["tool"]["dflash"]
+    assert table["mutation_modules"] == ["engine_mutations"], table
     return done
 
 
