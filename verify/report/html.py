@@ -35,17 +35,23 @@ from verify.report.viewer import load_viewer
 
 __all__ = ["FIRST_KILL_NOTE", "render_html", "script_json", "write_html"]
 
-# One page, one look: dflash's sections share the viewer's left edge, type scale and status colours (the
-# viewer's own Tailwind tokens, in oklch): a kill is green and a survivor red in both, a timeout amber, a
-# crash grey. The matrix scrolls sideways inside its box instead of being cut at the window's edge.
+# One page, one look: dflash's sections share the viewer's column (its Tailwind `container`: full width less the
+# host's padding, capped at each breakpoint, centred), type scale and status colours (the viewer's own tokens,
+# in oklch): a kill is green and a survivor red in both, a timeout amber, a crash grey. The matrix scrolls
+# sideways inside its box instead of being cut at the window's edge.
 _STYLE = """
 :root { --ok: oklch(62.7% .194 149.214); --ok-deep: oklch(44.8% .119 151.328); --bad: oklch(63.7% .237 25.331);
   --bad-soft: oklch(93.6% .032 17.717); --amber: oklch(82.8% .189 84.429); --grey: oklch(70.8% 0 0);
   --orange: oklch(70.5% .213 47.604); --line: #ddd; }
 body { margin: 0; color: #222; background: #fff; }
 .dflash { font: 14px/1.5 -apple-system, BlinkMacSystemFont, "Segoe UI", Roboto, "Helvetica Neue", "Noto Sans", Arial,
-  sans-serif; padding: 0 1.5rem; }
+  sans-serif; box-sizing: border-box; width: calc(100% - 3rem); margin-inline: auto; }
 mutation-test-report-app { display: block; padding: 0 1.5rem; }
+@media (min-width: 640px) { .dflash { max-width: 640px; } }
+@media (min-width: 768px) { .dflash { max-width: 768px; } }
+@media (min-width: 1024px) { .dflash { max-width: 1024px; } }
+@media (min-width: 1280px) { .dflash { max-width: 1280px; } }
+@media (min-width: 1536px) { .dflash { max-width: 1536px; } }
 header.dflash { padding-top: 1rem; } header.dflash h1 { font-size: 3rem; font-weight: 700; margin: 0 0 .5rem; }
 .dflash h2 { font-size: 1.5rem; margin: 1.5rem 0 .5rem; } .dflash h3 { font-size: 1.1rem; margin: 1.25rem 0 .25rem; }
 .banner { padding: .6em 1em; font-size: 1.2em; font-weight: bold; border-radius: 6px; margin: .5rem 0; }
