@@ -1,8 +1,10 @@
-"""The README is the front door, not the manual: short, the two commands first, and every link it gives into
-the docs lands on a page that exists."""
+"""The README is the front door, not the manual: short, its title and what it is, then the two commands, a
+picture of a real run whose caption names that run, and every link it gives into the docs lands on a page
+that exists."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -15,9 +17,22 @@ def test_the_readme_is_at_most_150_lines() -> None:
     assert len(README.splitlines()) <= MAX_LINES
 
 
-def test_its_first_lines_are_the_two_commands() -> None:
-    first = [line.split("#")[0].strip() for line in README.splitlines()[:2]]
-    assert first == ["make verify", "make test"]
+def test_it_opens_with_its_title_then_the_two_commands() -> None:
+    lines = README.splitlines()
+    assert lines[0] == "# dflash-verify"
+    fence = lines.index("```bash")  # the first code block is the two commands, within the first screen
+    commands = [line.split("#")[0].strip() for line in lines[fence + 1 : fence + 3]]
+    assert fence < 15 and commands == ["make verify", "make test"] and lines[fence + 3] == "```"
+
+
+def test_its_picture_is_of_the_real_run_its_caption_names() -> None:
+    run = json.loads((ROOT / "docs" / "runs" / "html-report.json").read_text("utf-8"))
+    assert "](docs/img/html-report.png)" in README
+    caption = README[README.index("](docs/img/html-report.png)") :].split("\n\n")[1]
+    commit = run["project"]["commit"].removesuffix("+dirty")[:7]
+    assert commit in caption and "docs/runs/html-report.json" in caption
+    verdict = run["verdict"]
+    assert f"{verdict['result']} {verdict['killed']}/{verdict['judged']}" in caption
 
 
 def test_its_links_into_the_docs_land_on_pages() -> None:

@@ -124,7 +124,7 @@ def test_the_ray_executor_without_ray_installed_says_how_to_install_it(toy_copy)
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_environment())
     assert done.returncode == 2, done.stdout + done.stderr
-    assert "pip install 'dflash-verify[ray]'" in " ".join((done.stdout + done.stderr).split())
+    assert "pip install 'ray>=2.40'" in " ".join((done.stdout + done.stderr).split())
 
 
 def _environment(**extra: str) -> dict[str, str]:

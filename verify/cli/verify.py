@@ -116,7 +116,7 @@ def verify(
             "--executor",
             metavar="fork|ray",
             help="Where children run: fork (this machine) or ray (a Ray cluster; needs "
-            "pip install 'dflash-verify[ray]'). Default: [tool.dflash] executor, else fork.",
+            "pip install 'ray>=2.40'). Default: [tool.dflash] executor, else fork.",
         ),
     ] = None,
     ray_address: Annotated[

@@ -1,12 +1,16 @@
 """The offline HTML report: one self-contained page with Stryker's viewer, then dflash's mutation x gate matrix.
 
 The top is dflash's verdict (the banner, counts, why it fails, vacuous and flaky gates) from `summary.judge`,
-the terminal's own words. Below it, Stryker's `<mutation-test-report-app>` (the vendored
+the terminal's own words, then each survivor with its explanation (`dflash verify explain`: the first
+diverging observable and the whole text) and, for a --first-kill run, what that does to the matrix and the
+viewer's Tests tab. One look for the page: dflash's sections and the viewer share a left edge, a font and the
+viewer's status colours. Below it, Stryker's `<mutation-test-report-app>` (the vendored
 mutation-testing-elements bundle, `viewer.py`) renders the Stryker JSON that `stryker.to_stryker` builds, the
 very summary `--stryker` writes: each file's source with its mutants inline and their diffs, filters by
 status, the gates as tests with what each killed and covered, and every statusReason. Below that, what the
 viewer has no view for: the matrix of mutations against gate files from `matrix.build_matrix` (a cell links to
-the gate's row under its mutation: outcome, time, message) and a command's own tables.
+the gate's row under its mutation: outcome, time, message; it scrolls in its own box when wider than the
+window) and a command's own tables.
 
 The bundle and the report are inlined (no file, font or network fetch): the JSON sits in a
 `type="application/json"` script with `<`, `>` and `&` escaped, so no value can close the script, and every
@@ -29,28 +33,52 @@ from verify.report.summary import DECLARED, format_score, judge, status_label, s
 from verify.report.verdict import MutationResult, RunReport
 from verify.report.viewer import load_viewer
 
-__all__ = ["render_html", "script_json", "write_html"]
+__all__ = ["FIRST_KILL_NOTE", "render_html", "script_json", "write_html"]
 
+# One page, one look: dflash's sections share the viewer's column (its Tailwind `container`: full width less the
+# host's padding, capped at each breakpoint, centred), type scale and status colours (the viewer's own tokens,
+# in oklch): a kill is green and a survivor red in both, a timeout amber, a crash grey. The matrix scrolls
+# sideways inside its box instead of being cut at the window's edge.
 _STYLE = """
+:root { --ok: oklch(62.7% .194 149.214); --ok-deep: oklch(44.8% .119 151.328); --bad: oklch(63.7% .237 25.331);
+  --bad-soft: oklch(93.6% .032 17.717); --amber: oklch(82.8% .189 84.429); --grey: oklch(70.8% 0 0);
+  --orange: oklch(70.5% .213 47.604); --line: #ddd; }
 body { margin: 0; color: #222; background: #fff; }
-.dflash { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em auto; padding: 0 1em; max-width: 72em; }
-.banner { padding: .6em 1em; font-size: 1.2em; font-weight: bold; border-radius: 4px; }
-.pass { background: #e8f5e9; color: #1b5e20; border: 2px solid #2e7d32; }
-.fail { background: #ffebee; color: #b71c1c; border: 2px solid #c62828; }
-.dflash table { border-collapse: collapse; margin: 1em 0; }
-.dflash th, .dflash td { border: 1px solid #ddd; padding: 2px 6px; text-align: center; }
+.dflash { font: 14px/1.5 -apple-system, BlinkMacSystemFont, "Segoe UI", Roboto, "Helvetica Neue", "Noto Sans", Arial,
+  sans-serif; box-sizing: border-box; width: calc(100% - 3rem); margin-inline: auto; }
+mutation-test-report-app { display: block; padding: 0 1.5rem; }
+@media (min-width: 640px) { .dflash { max-width: 640px; } }
+@media (min-width: 768px) { .dflash { max-width: 768px; } }
+@media (min-width: 1024px) { .dflash { max-width: 1024px; } }
+@media (min-width: 1280px) { .dflash { max-width: 1280px; } }
+@media (min-width: 1536px) { .dflash { max-width: 1536px; } }
+header.dflash { padding-top: 1rem; } header.dflash h1 { font-size: 3rem; font-weight: 700; margin: 0 0 .5rem; }
+.dflash h2 { font-size: 1.5rem; margin: 1.5rem 0 .5rem; } .dflash h3 { font-size: 1.1rem; margin: 1.25rem 0 .25rem; }
+.banner { padding: .6em 1em; font-size: 1.2em; font-weight: bold; border-radius: 6px; margin: .5rem 0; }
+.pass { background: oklch(96.2% .044 156.743); color: var(--ok-deep); border: 2px solid var(--ok); }
+.fail { background: var(--bad-soft); color: oklch(44.4% .177 26.899); border: 2px solid var(--bad); }
+.dflash table { border-collapse: collapse; margin: .5rem 0 1rem; }
+.dflash th, .dflash td { border: 1px solid var(--line); padding: 2px 6px; text-align: center; }
 th.group { font-weight: normal; font-size: 12px; }
 td.name, td.msg, td.gate { text-align: left; font-family: monospace; } td.name { white-space: nowrap; }
-td.c-A, td.c-R { background: #c62828; } td.c-I { background: #8e0000; } td.c-E { background: #ef6c00; }
-td.c-T { background: #f9a825; } td.c-dash { background: #eee; } td.c-dot { background: #a5d6a7; }
-td.cell a { color: #fff; text-decoration: none; display: block; } td.c-dot a, td.c-dash a { color: #333; }
-.s-killed, .s-caught { color: #1b5e20; } .s-survived { color: #b00; font-weight: bold; } .s-declared { color: #777; }
-.s-crashed, .s-timeout { color: #e65100; font-weight: bold; } .s-error { color: #6a1b9a; font-weight: bold; }
-.s-stale { color: #6a1b9a; } .s-equivalent, .s-uncovered, .s-skipped { color: #777; }
-.dflash pre { background: #f7f7f7; padding: .5em; overflow-x: auto; }
-.warn { color: #b00; } .legend, .meta { color: #555; font-size: 12px; } nav a { margin-right: 1.5em; }
-body.dark .dflash { color: #ddd; } body.dark .dflash pre { background: #222; } body.dark .dflash a { color: #8ab4f8; }
-body.dark .legend, body.dark .meta { color: #aaa; }
+.scroll { overflow-x: auto; max-width: 100%; }
+.c-A, .c-R { background: var(--ok); } .c-I { background: var(--ok-deep); } .c-E { background: var(--grey); }
+.c-T { background: var(--amber); } .c-dash { background: #eee; } .c-dot { background: #fff; }
+td.cell a { color: #fff; text-decoration: none; display: block; } td.c-dot a, td.c-dash a, td.c-T a { color: #333; }
+.legend { list-style: none; padding: 0; margin: .25rem 0; display: flex; flex-wrap: wrap; gap: .25rem 1rem; }
+.legend .chip { display: inline-block; min-width: 1.4em; text-align: center; border: 1px solid var(--line);
+  font-family: monospace; color: #fff; margin-right: .3em; }
+.legend .c-dot, .legend .c-dash, .legend .c-T { color: #333; }
+.s-killed, .s-caught { color: var(--ok-deep); } .s-survived { color: var(--bad); font-weight: bold; }
+.s-declared { color: #777; } .s-timeout { color: oklch(55.5% .163 48.998); font-weight: bold; }
+.s-crashed, .s-error { color: #555; font-weight: bold; } .s-stale { color: var(--orange); }
+.s-equivalent, .s-uncovered, .s-skipped { color: #777; }
+.dflash pre { background: #f7f7f7; padding: .5em; overflow-x: auto; } .dflash pre.explanation { white-space: pre-wrap; }
+.survivor { border-left: 4px solid var(--bad); padding: .1rem 0 .1rem 1rem; margin: .75rem 0; }
+.warn { color: var(--bad); } .note { background: #f5f5f5; border-left: 4px solid var(--grey); padding: .4em .8em; }
+.meta, .legend { color: #555; font-size: 12px; } nav a { margin-right: 1.5em; }
+body.dark .dflash { color: #ddd; } body.dark .dflash pre, body.dark .note { background: #222; }
+body.dark .dflash a { color: #8ab4f8; } body.dark .meta, body.dark .legend { color: #aaa; }
 """
 
 # Feeds the viewer the inlined report, follows its theme, and keeps dflash's own links from changing the
@@ -72,6 +100,7 @@ document.addEventListener("click", (event) => {
 """
 
 _CSS_SYMBOL = {"-": "dash", ".": "dot"}
+_FIRST_REASONS = 5  # why a run fails: this many reasons shown, the rest folded
 
 
 def _e(value: object) -> str:
@@ -122,7 +151,29 @@ def _matrix(report: RunReport) -> str:
             f'<tr><td class="name"><a href="#{_anchor(row.name)}">{_e(row.name)}</a></td>'
             f'<td class="s-{_css(row.status)}">{_e(row.status)}</td>{"".join(cells)}</tr>'
         )
-    return f"<table><tr><th>mutation</th><th>status</th>{headers}</tr>\n" + "\n".join(rows) + "</table>"
+    table = f"<table><tr><th>mutation</th><th>status</th>{headers}</tr>\n" + "\n".join(rows) + "</table>"
+    return f'<div class="scroll" id="dflash-matrix-table">{table}</div>'
+
+
+def _legend() -> str:
+    """The matrix's legend (the terminal's words, `matrix.LEGEND`), each symbol on a chip of its cell's colour."""
+    items = []
+    for item in LEGEND.split("  "):
+        symbol, _, word = item.strip().partition(" ")
+        if symbol in ("A", "R", "I", "E", "T", "-", "."):
+            chip = f'<span class="chip c-{_CSS_SYMBOL.get(symbol, symbol)}">{_e(symbol)}</span>'
+            items.append(f"<li>{chip}{_e(word)}</li>")
+        elif item.strip():
+            items.append(f'<li><span class="chip"> </span>{_e(item.strip().strip("()"))}</li>')
+    return f'<ul class="legend">{"".join(items)}</ul>'
+
+
+# Why the viewer's Tests tab says "Not Covering" for most gates after a --first-kill run.
+FIRST_KILL_NOTE = (
+    "This run stopped each mutation at its first kill (--first-kill): the gates after the killing one never ran "
+    "against it, so a blank cell means not run as well as not reached, and the viewer's Tests tab counts every "
+    "gate that ran against no mutant as Not Covering. Run without --first-kill for the full matrix."
+)
 
 
 def _section(report: RunReport, result: MutationResult, detail: Detail | None, index: Mapping[str, int]) -> str:
@@ -140,10 +191,37 @@ def _section(report: RunReport, result: MutationResult, detail: Detail | None, i
         f'<h3 id="{_anchor(name)}">{_e(name)} &mdash; <span class="s-{_css(label)}">{_e(label)}</span>{cached}</h3>'
         f"<p>{_e(detail.file if detail else '')}: {_e(detail.bug_class if detail else '')}</p>"
         f"<p>Killed by: {_e(killers)}. {_e(status_reason(report, result))}</p>"
+        + _explained(detail)
         + (f"<table>{head}{gates}</table>" if gates else "")
         + f"<pre>{_e(detail.diff if detail else '')}</pre>"
         + (f"<pre>{_e(detail.hint)}</pre>" if detail and detail.hint else "")
     )
+
+
+def _explained(detail: Detail | None) -> str:
+    """A survivor's explanation (`dflash verify explain`): its first diverging observable, then the whole text."""
+    if detail is None or not (detail.divergence or detail.explanation):
+        return ""
+    first = f"<p><b>Why it survived:</b> {_e(detail.divergence)}</p>" if detail.divergence else ""
+    return first + (f'<pre class="explanation">{_e(detail.explanation)}</pre>' if detail.explanation else "")
+
+
+def _survivors(report: RunReport, details: Mapping[str, Detail]) -> str:
+    """Every survivor that is a test gap, at the top: where it is, its bug class and its explanation."""
+    gaps = [r for r in report.mutations if str(r.status) == "survived" and not report.is_declared_survivor(r)]
+    if not gaps:
+        return ""
+    items = []
+    for result in gaps:
+        detail = details.get(result.name)
+        where = f"{_e(detail.file)}: {_e(detail.bug_class)}" if detail else ""
+        items.append(
+            f'<div class="survivor"><h3><a href="#{_anchor(result.name)}">{_e(result.name)}</a> &mdash; '
+            f'<span class="s-survived">survived</span></h3><p>{where}</p>'
+            + (_explained(detail) or "<p>Not explained (run `dflash verify explain NAME`).</p>")
+            + "</div>"
+        )
+    return f'<section id="dflash-survivors"><h2>What survived, and why</h2>{"".join(items)}</section>'
 
 
 def _table(table: Table) -> str:
@@ -153,12 +231,15 @@ def _table(table: Table) -> str:
     return f"<h2>{_e(table.title)}</h2><table><tr>{head}</tr>{rows}</table>{notes}"
 
 
-def _header(report: RunReport, info: RunInfo, viewer_version: str) -> str:
+def _header(report: RunReport, info: RunInfo, viewer_version: str, details: Mapping[str, Detail]) -> str:
     verdict = judge(report, info.fail_under)
     banner = f'<p class="banner {"pass" if verdict.passed else "fail"}">{_e(verdict_line(verdict, info.wall_s))}</p>'
     counts = "".join(f'<li><span class="s-{_css(s)}">{_e(s)}</span>: {n}</li>' for s, n in verdict.counts)
     reasons = (*verdict.failures, *(f"harness error: {e}" for e in report.harness_errors))
-    failures = "".join(f"<li>{_e(reason)}</li>" for reason in reasons)
+    failures = "".join(f"<li>{_e(reason)}</li>" for reason in reasons[:_FIRST_REASONS])
+    if more := reasons[_FIRST_REASONS:]:  # a run that lost many pins: the first few, the rest one click away
+        items = "".join(f"<li>{_e(reason)}</li>" for reason in more)
+        failures += f"<li><details><summary>{len(more)} more</summary><ul>{items}</ul></details></li>"
     warning = ""
     if vacuous := report.vacuous_gates:
         items = "".join(f"<li>{_e(g)}</li>" for g in vacuous)
@@ -173,11 +254,13 @@ def _header(report: RunReport, info: RunInfo, viewer_version: str) -> str:
         f"detected {format_score(report.detected)}, harness self-check {_e(report.self_check or 'n/a')}; "
         f"viewer: mutation-testing-elements {_e(viewer_version)}"
     )
+    note = f'<p class="note" id="dflash-first-kill">{_e(FIRST_KILL_NOTE)}</p>' if report.first_kill else ""
     nav = '<nav><a href="#dflash-viewer">Source and gates</a><a href="#dflash-matrix">Mutation &times; gate</a>'
     nav += '<a href="#dflash-mutations">Every mutation</a></nav>'
     return (
         f'<header class="dflash"><h1>{_e(info.title)}</h1>{banner}<p class="meta">{meta}</p><ul>{counts}</ul>'
-        f"{f'<p>Why it fails:</p><ul>{failures}</ul>' if failures else ''}{warning}{nav}</header>"
+        f"{f'<p>Why it fails:</p><ul>{failures}</ul>' if failures else ''}{warning}"
+        f"{_survivors(report, details)}{note}{nav}</header>"
     )
 
 
@@ -196,12 +279,13 @@ def render_html(
     index = {gate_id: i for i, gate_id in enumerate(report.baseline.gate_ids)}
     matrix = ""
     if any(r.outcomes for r in report.mutations):  # none in an operator sweep: its tool records no per-gate outcome
-        matrix = f'<h2>Mutation &times; gate file</h2><p class="legend">{_e(LEGEND)}</p>{_matrix(report)}'
+        note = f'<p class="note">{_e(FIRST_KILL_NOTE)}</p>' if report.first_kill else ""
+        matrix = f"<h2>Mutation &times; gate file</h2>{_legend()}{note}{_matrix(report)}"
     sections = "".join(_section(report, r, details.get(r.name), index) for r in report.mutations)
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{_e(info.title)}</title>'
-        f"<style>{_STYLE}</style></head><body>{_header(report, info, viewer.version)}"
+        f"<style>{_STYLE}</style></head><body>{_header(report, info, viewer.version, details)}"
         f'<main><mutation-test-report-app id="dflash-viewer" title-postfix="{_e(info.title)}">'
         f"</mutation-test-report-app>"
         f'<section class="dflash" id="dflash-matrix">{"".join(_table(t) for t in tables)}{matrix}</section>'

@@ -19,7 +19,7 @@ def open_executor(config: ProjectConfig, ray_address: str | None = None) -> JobE
     if config.executor == "ray":
         if importlib.util.find_spec("ray") is None:
             raise ConfigError(
-                "--executor ray needs Ray, which this environment lacks: pip install 'dflash-verify[ray]' "
+                "--executor ray needs Ray, which this environment lacks: pip install 'ray>=2.40' "
                 "(on the driver and on every node of the cluster)"
             )
         from verify.run.cluster.executor import RayExecutor

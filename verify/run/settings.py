@@ -98,7 +98,7 @@ class ProjectConfig:
     )  # fmt: skip
     executor: str = _key(
         "fork", "Where children run: `fork` (this machine) or `ray` (a Ray cluster; `pip install "
-        "'dflash-verify[ray]'`). `--executor` overrides it.",
+        "'ray>=2.40'`). `--executor` overrides it.",
     )  # fmt: skip
     device: str = _key(
         "cpu", "The device the gates build their engines on (`cpu` or `cuda`; children see it as DFLASH_DEVICE, "

@@ -23,6 +23,7 @@ from mutmut.mutation import diff_apply
 
 from verify.report.verdict import Status
 from verify.sweep import source as sweep_source
+from verify.sweep.requirement import MUTMUT_VERSION
 from verify.sweep.result import NO_TESTS, NOT_CHECKED, SweepMutant
 
 ENVIRONMENT = {
@@ -101,7 +102,8 @@ def command() -> list[str]:
     beside = Path(sys.executable).with_name("mutmut")
     found = str(beside) if beside.exists() else shutil.which("mutmut")
     if found is None:
-        raise FileNotFoundError("mutmut is not installed (pip install 'dflash-verify[dev]')")
+        # mutmut is one of dflash-verify's own dependencies (pinned), not an extra.
+        raise FileNotFoundError(f"mutmut is not installed: pip install 'mutmut=={MUTMUT_VERSION}'")
     return [found]
 
 

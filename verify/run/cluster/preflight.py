@@ -53,7 +53,7 @@ def check_nodes(config: ProjectConfig) -> int:
             first = (str(error).strip().splitlines() or [""])[-1][:200]
             raise ClusterError(
                 f"node {where} cannot run dflash's jobs ({type(error).__name__}: {first}): install the driver's "
-                f"dflash-verify there (pip install 'dflash-verify[ray]=={expected['package dflash-verify']}')"
+                f"dflash-verify {expected['package dflash-verify']} there, from the same wheel or checkout, with Ray"
             ) from None
         for thing, value in expected.items():
             if found.get(thing) != value:
