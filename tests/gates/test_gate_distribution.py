@@ -16,6 +16,7 @@ from dense_reference import Checkpoint, draft_block_logits, filtered_probs, targ
 from gatekit import FIXTURE, make_engine, rejection_calls
 
 from runner import SamplingParams
+from verify.seeds import reseed
 
 pytestmark = pytest.mark.gate
 
@@ -142,7 +143,7 @@ def test_sampled_output_is_distributed_as_plain_sampling(
     base = prompts[4:8] + off_language_prompts(NUM_PROMPTS - 4, seed=23)
     prompts = [p for p in base for _ in range(SEEDS_PER_PROMPT)]
     params = [
-        SamplingParams(max_tokens=NUM_TOKENS, temperature=temperature, top_p=top_p, top_k=top_k, seed=1000 + i)
+        SamplingParams(max_tokens=NUM_TOKENS, temperature=temperature, top_p=top_p, top_k=top_k, seed=reseed(1000 + i))
         for i in range(len(prompts))
     ]
     # Pages for every request at once: a bug that leaks pages then fails a page gate instead of hanging this one.

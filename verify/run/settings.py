@@ -124,9 +124,15 @@ class ProjectConfig:
     )  # fmt: skip
     writable: tuple[str, ...] = _key((), WRITABLE_DOC)  # see verify.run.confine
     observe: str = _key("", "Your engine's observer factory, 'module:function', for `dflash verify explain`.")
+    statistical_gates: tuple[str, ...] = _key(
+        (), "Gates that pass or fail by chance at a stated false-alarm rate (node ids or node-id prefixes, e.g. "
+        '`["tests/gates/test_law.py"]`). Each draws its seeds through `verify.seeds.reseed`; a mutant red only '
+        "in these is run again on an independent seed (DFLASH_GATE_SEED), and its kill stands only if one is "
+        "red again (docs/concepts/sampling-gates.md).",
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
-        for name in ("mutation_modules", "gates", "source_roots", "preload", "invariant_errors"):
+        for name in ("mutation_modules", "gates", "source_roots", "preload", "invariant_errors", "statistical_gates"):
             value = getattr(self, name)
             if not isinstance(value, tuple) or not all(isinstance(item, str) and item for item in value):
                 raise ConfigError(f"[tool.dflash] {name} must be a list of non-empty strings")
@@ -208,7 +214,16 @@ class ProjectConfig:
         return tuple(sorted(names | {"conftest"}))
 
 
-_LIST_KEYS = ("mutation_modules", "gates", "source_roots", "preload", "required", "invariant_errors", "writable")
+_LIST_KEYS = (
+    "mutation_modules",
+    "gates",
+    "source_roots",
+    "preload",
+    "required",
+    "invariant_errors",
+    "writable",
+    "statistical_gates",
+)
 _SCALAR_KEYS = (
     "gate_marker",
     "jobs",
