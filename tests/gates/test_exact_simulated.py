@@ -221,3 +221,63 @@ def mixed_swap_power(kind: str) -> tuple[float, float]:
 def test_mixed_batch_gate_detects_a_row_with_another_rows_settings(kind: str) -> None:
     tv, detected = mixed_swap_power(kind)
     assert tv >= MIXED_TV[f"{MIXED[kind][1].id}"] and detected >= POWER, (kind, tv, detected)
+
+
+# -- the distribution gate's z statistics ----------------------------------------------------------------------
+
+
+def z_null_rate(temperature: float, top_p: float, top_k: int, reps: int, seed: int) -> float:
+    """The rate at which one run's four z statistics of test_gate_distribution exceed Z_MAX under the null, with
+    the contexts of one plain-sampling run of the gate's requests held fixed: each token is drawn afresh from its
+    context's exact distribution (the dense reference's), so what is simulated is the normal approximation of
+    the sums, the claim the gate's stated rate rests on. The gate runs this test twice (speculative, plain)."""
+    import json
+
+    from dense_reference import Checkpoint, target_forward
+    from gatekit import FIXTURE, make_engine
+    from test_gate_distribution import NUM_PROMPTS, NUM_TOKENS, SEEDS_PER_PROMPT, Z_MAX, off_language_prompts
+
+    from runner import SamplingParams
+
+    audit = [list(p) for p in json.loads((FIXTURE / "manifest.json").read_text())["audit_prompts"]]
+    base = audit[4:8] + off_language_prompts(NUM_PROMPTS - 4, seed=23)
+    prompts = [p for p in base for _ in range(SEEDS_PER_PROMPT)]
+    params = [
+        SamplingParams(max_tokens=NUM_TOKENS, temperature=temperature, top_p=top_p, top_k=top_k, seed=1000 + i)
+        for i in range(len(prompts))
+    ]
+    outs = make_engine(draft=False, max_num_seqs=64, num_pages=4 * len(prompts), trace=False).generate(prompts, params)
+    target, rows = Checkpoint(FIXTURE / "target"), []
+    for out in outs:  # the distribution each of tokens 2..5 was drawn from, given the tokens before it
+        full, start = [*out.prompt_ids, *out.token_ids], len(out.prompt_ids)
+        logits, _ = target_forward(target, full[:-1])
+        rows.append(filtered_probs(logits[start : start + NUM_TOKENS - 1], temperature, top_p, top_k).double())
+    p = torch.cat(rows)  # [tokens, V]
+    p = p / p.sum(-1, keepdim=True)
+    log_p = torch.where(p > 0, p.clamp_min(1e-300).log(), torch.zeros_like(p))
+    entropy = -(p * log_p).sum(-1, keepdim=True)
+    surprisal = log_p + entropy  # the score's increment for each token
+    order = p.argsort(-1, descending=True)
+    rank = torch.empty_like(order).scatter_(1, order, torch.arange(p.shape[1]).expand_as(order)).clamp(max=2)
+    top = p.gather(1, order[:, :2])
+    bins = torch.cat([top, 1 - top.sum(-1, keepdim=True)], -1)  # P(rank 0), P(rank 1), P(rank >= 2)
+    sd = torch.cat(
+        [(p * surprisal**2).sum(-1).sum()[None], (bins * (1 - bins)).sum(0)]
+    ).sqrt()  # [4]: the sums' predictable standard deviations
+    cdf = p.cumsum(-1).float()
+    generator, hits = torch.Generator().manual_seed(seed), 0
+    for start in range(0, reps, 4000):
+        count = min(4000, reps - start)
+        u = torch.rand(p.shape[0], count, generator=generator) * cdf[:, -1:]
+        drawn = torch.searchsorted(cdf, u).clamp(max=p.shape[1] - 1)  # [tokens, count]
+        score = surprisal.gather(1, drawn).sum(0)
+        hit = torch.stack([(rank.gather(1, drawn) == k).double().sum(0) for k in range(3)])
+        z = torch.cat([score[None], hit - bins.sum(0)[:, None]]) / sd[:, None]
+        hits += int((z.abs() > Z_MAX).any(0).sum())
+    return hits / reps
+
+
+def test_distribution_gates_z_false_alarm_rate_is_within_its_claim() -> None:
+    """t0.6-top-p: the sharpest of the three settings, whose surprisal increments are the most skewed. The gate
+    claims at most 2.6e-4 a run (4 statistics x 6.3e-5, union bound)."""
+    assert z_null_rate(0.6, 0.9, 0, 100_000, 11) <= 2.6e-4
