@@ -278,6 +278,8 @@ def z_null_rate(temperature: float, top_p: float, top_k: int, reps: int, seed: i
 
 
 def test_distribution_gates_z_false_alarm_rate_is_within_its_claim() -> None:
-    """t0.6-top-p: the sharpest of the three settings, whose surprisal increments are the most skewed. The gate
-    claims at most 2.6e-4 a run (4 statistics x 6.3e-5, union bound)."""
-    assert z_null_rate(0.6, 0.9, 0, 100_000, 11) <= 2.6e-4
+    """t0.6-top-p: the sharpest of the three settings, whose surprisal increments are the most skewed. The normal
+    tail's union bound (4 statistics x 6.3e-5 = 2.5e-4 a run) understates it: simulated at 3.9e-4 a run (200,000
+    runs: 3.95e-4), so a case (two runs) fails by chance with about 8e-4, still under the 1e-3 every statistical
+    gate is held to."""
+    assert z_null_rate(0.6, 0.9, 0, 100_000, 11) <= 5e-4
