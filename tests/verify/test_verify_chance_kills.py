@@ -162,3 +162,14 @@ def test_confirmation_outcomes(second: Outcome, status: Status, reason: str) -> 
 def test_a_kill_by_a_plain_gate_beside_a_statistical_one_needs_no_confirmation() -> None:
     both = verdict("m", (_red("s::law"), _red("p::plain")), ("s::law", "p::plain"), 0.2, 1)
     assert isinstance(both, MutationResult) and chance_killers(both, ("s::",)) == ()
+
+
+def test_first_kill_mode_confirms_too(tmp_path, cli) -> None:
+    """In first-kill mode a chance kill is confirmed the same way, with the gates its first child never reached."""
+    root = _project(tmp_path / "project")
+    cli("--project", str(root), "--first-kill", "--json", str(tmp_path / "report.json"))
+    by_name = {m["name"]: m for m in json.loads((tmp_path / "report.json").read_text())["mutations"]}
+    assert by_name["chance-red"]["status"] == "survived"
+    assert by_name["chance-red"]["reason"].startswith("statistical kill not confirmed")
+    assert by_name["always-red"]["status"] == "killed"
+    assert by_name["always-red"]["reason"].startswith("statistical kill confirmed")
