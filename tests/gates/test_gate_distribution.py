@@ -16,6 +16,7 @@ from dense_reference import Checkpoint, draft_block_logits, filtered_probs, targ
 from gatekit import FIXTURE, make_engine, rejection_calls
 
 from runner import SamplingParams
+from verify.seeds import reseed
 
 pytestmark = pytest.mark.gate
 
@@ -91,8 +92,9 @@ def test_rule_gets_the_tempered_filtered_p_and_q(checkpoints, monkeypatch, tempe
 #   - the indicators "x is p's most likely token", "second", "any other", minus their probabilities.
 # Under a correct sampler each sum S is a martingale with predictable variance V (the sum of the increments'
 # variances under p), so z = S / sqrt(V) is approximately standard normal (martingale CLT). |z| > Z_MAX = 4.0
-# has probability 6.3e-5; over 4 statistics and 2 runs (speculative and plain) the false-alarm rate of one
-# case is below 5.1e-4 (union bound), 1.5e-3 for the 3 cases. Seeded, so the verdict is deterministic.
+# has probability 6.3e-5; over 4 statistics and 2 runs (speculative and plain) the normal approximation's union
+# bound is 5.1e-4 a case, but the skewed surprisal's tail is heavier: simulated (test_exact_simulated.py) at
+# about 4e-4 a run for t0.6-top-p, 8e-4 a case. Seeded, so the verdict is deterministic.
 # A token outside the filter (reference probability 0) fails outright.
 NUM_PROMPTS, SEEDS_PER_PROMPT, NUM_TOKENS = 8, 40, 5
 Z_MAX = 4.0
@@ -142,7 +144,7 @@ def test_sampled_output_is_distributed_as_plain_sampling(
     base = prompts[4:8] + off_language_prompts(NUM_PROMPTS - 4, seed=23)
     prompts = [p for p in base for _ in range(SEEDS_PER_PROMPT)]
     params = [
-        SamplingParams(max_tokens=NUM_TOKENS, temperature=temperature, top_p=top_p, top_k=top_k, seed=1000 + i)
+        SamplingParams(max_tokens=NUM_TOKENS, temperature=temperature, top_p=top_p, top_k=top_k, seed=reseed(1000 + i))
         for i in range(len(prompts))
     ]
     # Pages for every request at once: a bug that leaks pages then fails a page gate instead of hanging this one.

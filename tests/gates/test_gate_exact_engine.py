@@ -19,10 +19,14 @@ direction; verify/gatekit/stats.py) is listed in ENGINE_TV; test_exact_power.py 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from exactengine import PROMPTS, Setting, describe, engine_fit, greedy_continuation, mixed_counts, setting_law
 
 from verify.gatekit.stats import case_level, pearson_fit
+
+from verify.seeds import reseed
 
 pytestmark = pytest.mark.gate
 
@@ -68,15 +72,20 @@ ENGINE_TV = {
 SOLO_TV = {"dflash-t1.5-top-p0.9-top-k5-block3": 0.256, "dflash2-t0.6-block2": 0.221}
 
 
+def _on_stream(setting: Setting) -> Setting:
+    """The setting with its seed on the harness's stream (verify.seeds: unchanged unless DFLASH_GATE_SEED says)."""
+    return dataclasses.replace(setting, seed=reseed(setting.seed))
+
+
 @pytest.mark.parametrize("setting", BATCHED, ids=[s.id for s in BATCHED])
 def test_exact_output_law_batched(setting: Setting) -> None:
-    fit = engine_fit(setting, ENGINE_DRAWS, case_level(1), solo=False)
+    fit = engine_fit(_on_stream(setting), ENGINE_DRAWS, case_level(1), solo=False)
     assert fit.passed, "speculative output is not distributed as plain sampling: " + describe(setting, fit, False)
 
 
 @pytest.mark.parametrize("setting", SOLO, ids=[s.id for s in SOLO])
 def test_exact_output_law_solo(setting: Setting) -> None:
-    fit = engine_fit(setting, SOLO_DRAWS, case_level(1), solo=True)
+    fit = engine_fit(_on_stream(setting), SOLO_DRAWS, case_level(1), solo=True)
     assert fit.passed, "speculative output is not distributed as plain sampling: " + describe(setting, fit, True)
 
 
@@ -96,7 +105,7 @@ MIXED_TV = {
 
 def mixed_fits(kind: str, num_draws: int = MIXED_DRAWS):
     """(each sampled group's fit, the greedy rows' outputs, the greedy continuation) of the kind's mixed batch."""
-    settings = MIXED[kind]
+    settings = tuple(_on_stream(s) for s in MIXED[kind])
     counts, greedy = mixed_counts(kind, settings, MIXED_GREEDY_PROMPT, num_draws)
     fits = [
         pearson_fit(c, setting_law(s).flatten(), case_level(len(settings)))

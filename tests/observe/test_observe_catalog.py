@@ -25,6 +25,12 @@ NOTHING_CHANGES = (
              "logits = lm_head(hidden) * 1.0 * cfg.output_multiplier"),
     Mutation("sampling-scores-times-one", "x * 1.0 on the sampling scores: exact", "runner/sampling.py",
              "scores = logits.float() / temperature", "scores = logits.float() * 1.0 / temperature"),
+    Mutation("accept-counts-no-op", "a comment and a pass statement", "runner/sampling.py",
+             ") -> torch.Tensor:\n    \"\"\"drafted: [R, B-1]; target_argmax",
+             ") -> torch.Tensor:  # the same\n    pass\n    \"\"\"drafted: [R, B-1]; target_argmax"),
+)  # fmt: skip
+# The same no-op in a function no workload calls (runner.sampling.draw): never run, so no claim either way.
+NEVER_RUN = (
     Mutation("draw-no-op", "a comment and a pass statement", "runner/sampling.py",
              "def draw(probs: torch.Tensor, generator: torch.Generator | None) -> int:\n",
              "def draw(probs: torch.Tensor, generator: torch.Generator | None) -> int:  # the same\n    pass\n"),
@@ -39,7 +45,7 @@ REORDERS = (
 def test_every_catalog_entry_is_explained_and_nothing_changing_is_equivalent() -> None:
     config = load_config(REPO)
     catalog = load_mutations(config)
-    mutations = {**catalog, **{m.name: m for m in (*NOTHING_CHANGES, *REORDERS)}}
+    mutations = {**catalog, **{m.name: m for m in (*NOTHING_CHANGES, *REORDERS, *NEVER_RUN)}}
     # Every gate passed: the entry's killing gates are gone, so it is a survivor the run must explain.
     passed = (GateOutcome("tests/gates/test_gate_store.py::a_gate", Outcome.PASSED, 0.1),)
     report = RunReport(
@@ -60,6 +66,9 @@ def test_every_catalog_entry_is_explained_and_nothing_changing_is_equivalent() -
         assert detail.divergence.startswith("observably equivalent on these fixtures"), detail.explanation
         assert "moved in their last bits" not in detail.explanation  # bit-identical, not only within tolerance
         assert "refusals" in detail.explanation and "draft store" in detail.explanation
+    for mutation in NEVER_RUN:
+        detail = explained[mutation.name]
+        assert detail.divergence.startswith("not observed: runner/sampling.py line 95 not reached"), detail.explanation
     for mutation in REORDERS:
         detail = explained[mutation.name]
         assert detail.divergence.startswith("observably equivalent on these fixtures"), detail.explanation

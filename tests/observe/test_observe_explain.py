@@ -130,7 +130,7 @@ def test_the_sweep_sorts_its_survivors_and_writes_the_equivalent_ones_with_evide
                          SweepOutcome.COMPLETE, 1.0, 1)  # fmt: skip
     found = triage(config, result)
     assert found.counts == {"observed": 3, "observably equivalent": 1, "observable": 2, "duplicates": 1,
-                            "not observed (harness)": 0}  # fmt: skip
+                            "not observed (not reached)": 0, "not observed (harness)": 0}  # fmt: skip
     path = toy / "mutations" / "equivalents.toml"
     assert write_equivalents(path, found, result) == 1
     assert write_equivalents(path, found, result) == 0  # already marked: nothing appended twice

@@ -39,9 +39,10 @@ def _render(run: Any, json_path: Path | None) -> None:
         typer.echo("")
     for group in run.duplicates:
         typer.echo(f"duplicates (identical observations, counted once): {', '.join(group)}")
-    equivalent, observable = len(run.equivalent), len(run.observable)
+    equivalent, observable, unobserved = len(run.equivalent), len(run.observable), len(run.unobserved)
     typer.echo(
-        f"{observable} observable, {equivalent} observably equivalent, {run.num_duplicates} duplicates; "
+        f"{observable} observable, {equivalent} observably equivalent, {run.num_duplicates} duplicates, "
+        f"{unobserved} not observed; "
         f"{len(run.workloads)} workloads, {len(run.compared)} observables, pristine run {run.pristine_s:.1f} s"
     )
     if json_path is not None:

@@ -41,7 +41,12 @@ class ExplainRun:
 
     @property
     def observable(self) -> tuple[str, ...]:
-        return tuple(name for name, e in self.explanations.items() if not e.is_equivalent)
+        return tuple(name for name, e in self.explanations.items() if e.first is not None)
+
+    @property
+    def unobserved(self) -> tuple[str, ...]:
+        """No divergence, but the workloads never ran some changed line or way: no claim either way."""
+        return tuple(name for name, e in self.explanations.items() if e.is_unobserved)
 
     @property
     def num_duplicates(self) -> int:
@@ -91,7 +96,9 @@ def explain_overrides(
     groups = () if options.first_only else _group(observed)
     first_of = {name: group[0] for group in groups for name in group[1:]}
     explanations = {
-        name: explain(name, observed.comparisons[name], observed.gates, first_of.get(name, ""))
+        name: explain(
+            name, observed.comparisons[name], observed.gates, first_of.get(name, ""), observed.reach.get(name, {})
+        )
         for name in mutants
         if name in observed.comparisons
     }

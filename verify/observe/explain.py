@@ -3,20 +3,25 @@
 The first diverging observable (workload, step, row, what, by how much), what else diverges after it (each
 observable's first divergence and count), what stays equal (committed tokens equal means the verify hid the
 bug), and the kind of gate that would see the first divergence. With no divergence: observably equivalent on
-these workloads, with the list of what was compared. Plain text (no rich): every renderer can show it. Knows
-nothing of how the observations were made.
+these workloads, with the list of what was compared and the coverage of the changed lines, only where the
+workloads ran every changed line and took every way of a changed branch (`verify.observe.reach`); otherwise
+"not observed", naming what was not reached: observations that never ran the change say nothing of it. Plain
+text (no rich): every renderer can show it. Knows nothing of how the observations were made.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
+from verify.observe import reach as reach_mod
 from verify.observe.compare import Comparison, Divergence
 
-__all__ = ["EQUIVALENT", "Explanation", "explain"]
+__all__ = ["EQUIVALENT", "NOT_OBSERVED", "Explanation", "explain"]
 
 EQUIVALENT = "observably equivalent on these fixtures"
+NOT_OBSERVED = "not observed"
 _OUTPUTS = ("output tokens",)  # what a user of the engine receives (an observer names it so)
 _SHOWN = 8  # later divergences listed one per line; the rest by name
 
@@ -33,10 +38,25 @@ class Explanation:
     tolerance: str
     within_tolerance: tuple[str, ...] = ()
     duplicate_of: str = ""  # another mutant whose observation is identical, bit for bit
+    # What the mutant's observation reached of its changed lines (verify.observe.reach.collect's data)
+    reach: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def not_reached(self) -> tuple[str, ...]:
+        return reach_mod.unreached(self.reach)
 
     @property
     def is_equivalent(self) -> bool:
-        return self.first is None
+        """No divergence, and the workloads ran every changed line and took every way of a changed branch."""
+        return self.first is None and not self.not_reached
+
+    @property
+    def is_unobserved(self) -> bool:
+        return self.first is None and bool(self.not_reached)
+
+    @property
+    def coverage(self) -> str:
+        return reach_mod.describe(self.reach) if self.reach else "not measured"
 
     @property
     def hidden_by_verify(self) -> bool:
@@ -45,20 +65,32 @@ class Explanation:
 
     def summary(self) -> str:
         """One line: the first divergence, or the equivalence, as a report's cell shows it."""
+        if self.is_unobserved:
+            missing = self.not_reached
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            return f"{NOT_OBSERVED}: {missing[0]}{more} in {len(self.workloads)} workloads: no claim either way"
         if self.first is None:
-            return f"{EQUIVALENT} ({len(self.workloads)} workloads, {len(self.compared)} observables compared)"
+            return (
+                f"{EQUIVALENT} ({len(self.workloads)} workloads, {len(self.compared)} observables compared), "
+                f"{self.coverage}"
+            )
         hidden = "; output tokens equal: hidden by the verify" if self.hidden_by_verify else ""
         return f"first divergence: {self.first.where}: {self.first.amount}{hidden}"
 
     def text(self) -> str:
         lines = [f"{self.name}: {self.summary()}"]
         if self.first is None:
+            lines.append(f"coverage of the changed lines: {self.coverage}")
+            lines += [f"  not reached: {what}" for what in self.not_reached]
             lines.append(f"compared: {', '.join(self.compared)}")
             lines.append(f"workloads: {'; '.join(self.workloads)}")
             lines.append(f"tolerance: {self.tolerance}")
             if self.within_tolerance:
                 lines.append(f"moved in their last bits, within tolerance: {', '.join(self.within_tolerance)}")
-            lines.append("this proves no equivalence beyond these workloads, seeds and this machine's float order")
+            if self.is_unobserved:
+                lines.append("no divergence, but the workloads never ran the change: add one that reaches it")
+            else:
+                lines.append("this proves no equivalence beyond these workloads, seeds and this machine's float order")
         else:
             first = self.first
             lines.append(f"  pristine: {first.pristine}")
@@ -83,7 +115,10 @@ class Explanation:
         first = self.first
         return {
             "equivalent": self.is_equivalent,
+            "observed": not self.is_unobserved,
             "summary": self.summary(),
+            "coverage": dict(self.reach),
+            "not_reached": list(self.not_reached),
             "first": None if first is None else {
                 "workload": first.workload, "step": first.step, "row": first.row, "what": first.what,
                 "amount": first.amount, "pristine": first.pristine, "mutant": first.mutant,
@@ -98,7 +133,13 @@ class Explanation:
         }  # fmt: skip
 
 
-def explain(name: str, comparison: Comparison, gates: Mapping[str, str], duplicate_of: str = "") -> Explanation:
+def explain(
+    name: str,
+    comparison: Comparison,
+    gates: Mapping[str, str],
+    duplicate_of: str = "",
+    reach: Mapping[str, Any] | None = None,
+) -> Explanation:
     first = comparison.first
     by_what = comparison.first_by_what()
     later = tuple(
@@ -113,5 +154,5 @@ def explain(name: str, comparison: Comparison, gates: Mapping[str, str], duplica
         gate = f"{kind}, on the workload {first.workload!r}"
     return Explanation(
         name, first, later, comparison.equal, gate, comparison.workloads, comparison.compared,
-        str(comparison.tolerance), comparison.within_tolerance, duplicate_of,
+        str(comparison.tolerance), comparison.within_tolerance, duplicate_of, dict(reach or {}),
     )  # fmt: skip

@@ -5,7 +5,9 @@ Workloads, on each shipped pair (DFlash and DFlash2, the copy and the stride lan
 sampled batch (temperature, top-p and top-k); on a few pairs the dense draft path, a draft config with its
 output multiplier and soft-cap set, and the engine's edges (budgets and stop tokens inside a block, a prefill
 token that ends a request, plain decoding, aborts, a corrupted store fed to the position invariant);
-and the refusals (`refusals.py`). It implements the observer protocol of `verify.observe.protocol`, as a
+on every pair, a stop id, an eos id and a budget each landing strictly inside an accepted block (a token
+with accepted tokens after it in the same step, so a scan that no longer cuts there shows); and the
+refusals (`refusals.py`). It implements the observer protocol of `verify.observe.protocol`, as a
 user's engine would. Imports the runner only when run, from wherever the import system serves it (the private
 copy, mutated or not); knows nothing of mutations or comparisons.
 """
@@ -83,6 +85,7 @@ class RunnerObserver:
             self._runs[f"{pair}: solo greedy"] = functools.partial(self._solo, pair)
             self._runs[f"{pair}: batch greedy"] = functools.partial(self._batch, pair)
             self._runs[f"{pair}: batch sampled"] = functools.partial(self._sampled, pair)
+            self._runs[f"{pair}: ends inside a block"] = functools.partial(self._inside_block, pair)
         for pair in ("copy-dflash2", "stride-dflash"):
             self._runs[f"{pair}: dense batch greedy"] = functools.partial(self._batch, pair, dense=True)
         self._runs["stride-dflash: scaled and capped draft"] = self._scaled
@@ -153,6 +156,35 @@ class RunnerObserver:
         ]
         engine = self._engine(_fixtures() / pair, max_num_seqs=3, page_size=4)
         self._drive(engine, _prompts(pair)[:4], params, emit)
+
+    def _inside_block(self, pair: str, emit: Any) -> None:
+        """A stop id, the target's eos and a budget, each at a token that an accepted block commits with more
+        tokens after it in the same step: the end must cut the block there (test_gate_acceptance's stop and
+        budget gates). The token is found from a free run's acceptance lengths, never assumed."""
+        from runner import SamplingParams
+        from verify.observe.refusals import scratch
+
+        fixture, prompt = _fixtures() / pair, _prompts(pair)[0]
+        (free,) = self._engine(fixture).generate([prompt], self._greedy(24))
+        tokens, position, inside = list(free.token_ids), 1, []
+        for accepted in free.acceptance_lengths:  # a step commits tokens [position, position + accepted)
+            inside += [i for i in range(position, position + accepted - 1) if tokens[i] not in tokens[:i]]
+            position += accepted
+        emit(-1, -1, "free run", (tokens, list(free.acceptance_lengths)))
+        if not inside:
+            emit(-1, -1, "inside a block", "no step accepted two new tokens")  # the pristine run says so too
+            return
+        cut = inside[len(inside) // 2]
+        emit(-1, -1, "inside a block", (cut, tokens[cut]))
+        params = [self._greedy(24, stop_token_ids=(tokens[cut],)), self._greedy(cut + 1)]
+        self._drive(self._engine(fixture, max_num_seqs=2), [prompt] * 2, params, emit)
+        with scratch("dflash-observe-eos") as tmp:  # the same token as the target's eos
+            folder = tmp / "fx"
+            shutil.copytree(fixture, folder)
+            config = folder / "target" / "config.json"
+            config.write_text(json.dumps({**json.loads(config.read_text()), "eos_token_id": tokens[cut]}))
+            params = [self._greedy(24), SamplingParams(max_tokens=24, ignore_eos=True)]
+            self._drive(self._engine(folder, max_num_seqs=2), [prompt] * 2, params, emit)
 
     def _scaled(self, emit: Any) -> None:
         """A draft config with the output multiplier and soft-cap set (the shipped pairs leave both at rest)."""

@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from verify.observe import worker
 from verify.observe.compare import Comparison, Tolerance
@@ -61,6 +62,8 @@ class Observed:
     digests: Mapping[str, str]
     failures: Mapping[str, str]  # mutant -> why the harness got no observation (never an explanation)
     seconds: float = 0.0  # the pristine run's wall time over all workloads
+    # mutant -> what its observation reached of its changed lines (verify.observe.reach.collect's data)
+    reach: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def _pristine_trouble(observation: object) -> str:
@@ -129,16 +132,17 @@ def observe_mutants(
         trouble = _pristine_trouble(pristine["observation"])
         if trouble:
             raise ObserveHarnessError(f"the pristine tree fails its own observation run: {trouble}")
-        comparisons, digests, failures = {}, {}, {}
+        comparisons, digests, failures, reach = {}, {}, {}, {}
         for index, name in enumerate(mutants):
             if (out / f"{worker.job_id(index)}.pkl").exists():
                 result = pickle.loads((out / f"{worker.job_id(index)}.pkl").read_bytes())
                 comparisons[name], digests[name] = result["comparison"], result["digest"]
+                reach[name] = result.get("reach", {})
             else:
                 failure = out / f"{worker.job_id(index)}.failure"
                 failures[name] = failure.read_text() if failure.exists() else "no result"
         observation = pristine["observation"]
         return Observed(
             pristine["digest"], observation.workloads, observation.whats, pristine["gates"], comparisons, digests,
-            failures, round(sum(pristine["seconds"].values()), 3),
+            failures, round(sum(pristine["seconds"].values()), 3), reach,
         )  # fmt: skip

@@ -54,6 +54,7 @@ def _child(job: dict[str, Any], spec: dict[str, Any], pristine: Any, out: Path) 
         roots = [root / rel for rel in job["import_paths"]]
         overrides = {str(root / rel): text for rel, text in spec["overrides"].items()}
         sys.meta_path.insert(0, MutantFinder(roots, job["packages"], overrides))
+        cov = _start_reach(root, spec["overrides"]) if pristine is not None else None
         observer = protocol.make(job["observe"])
         scrub = ((str(tmp), "<tmp>"), (str(root), "<project>"))
         stop = None
@@ -70,6 +71,8 @@ def _child(job: dict[str, Any], spec: dict[str, Any], pristine: Any, out: Path) 
         observation, seconds = protocol.observe(observer, scrub, spec.get("budget_s"), stop)
         result: dict[str, Any] = {"id": spec["id"], "digest": record.digest(observation), "seconds": seconds}
         result["gates"] = protocol.gates_of(observer)
+        if cov is not None:
+            result["reach"] = _collect_reach(cov, root, spec["overrides"])
         if pristine is None:
             result["observation"] = observation
         else:
@@ -87,6 +90,20 @@ def _child(job: dict[str, Any], spec: dict[str, Any], pristine: Any, out: Path) 
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _start_reach(root: Path, overrides: dict[str, str]) -> Any:
+    """Line and branch coverage of a mutant's changed lines over its observation (`verify.observe.reach`)."""
+    from verify.observe import reach
+
+    return reach.start(root, overrides)
+
+
+def _collect_reach(cov: Any, root: Path, overrides: dict[str, str]) -> dict[str, Any]:
+    """What of the changed lines the observation reached: plain JSON data (`verify.observe.reach.collect`)."""
+    from verify.observe import reach
+
+    return reach.collect(cov, root, overrides)
 
 
 def _start(job: dict[str, Any], spec: dict[str, Any], pristine: Any, out: Path) -> int:

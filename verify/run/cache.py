@@ -51,7 +51,7 @@ def tree_digest(config: ProjectConfig) -> str:
     """sha256 over the path and bytes of every file the gates run against, plus the run settings."""
     digest = hashlib.sha256(_FORMAT.encode() + _harness_digest())
     settings = (config.gates, config.gate_marker, config.source_roots, config.invariant_errors, config.timeout_factor,
-                config.timeout_min_s, config.exclude, config.pytest_args)  # fmt: skip
+                config.timeout_min_s, config.exclude, config.pytest_args, config.statistical_gates)  # fmt: skip
     digest.update(repr(settings).encode())
     for rel in project_files(config):
         digest.update(rel.encode() + b"\0")

@@ -27,6 +27,7 @@ from verify.run.apply import MutantFinder
 from verify.run.confine import confine, writable_paths
 from verify.run.recorder import Recorder
 from verify.run.settings import ProjectConfig
+from verify.seeds import GATE_SEED_ENV
 
 __all__ = ["JobPaths", "prime", "run_child"]
 
@@ -130,6 +131,8 @@ def run_child(config: ProjectConfig, job: Any, pristine: Path, paths: JobPaths, 
     overrides = {str(private / rel): text for rel, text in job.overrides}
     finder = MutantFinder([private / rel for rel in config.import_paths], config.source_packages, overrides)
     sys.meta_path.insert(0, finder)
+    # The harness owns its children's stream: a DFLASH_GATE_SEED the user exported never reaches a gate.
+    os.environ[GATE_SEED_ENV] = str(job.gate_seed)
     cov = coverage_map.start(private, config.source_roots) if job.measure_coverage else None
     recorder = Recorder(paths.journal, config.invariant_errors, cov, job.force_fail, job.stop_after, claims)
     # Excluded files are absent from the copy (`verify.run.project`), so only `pytest_args` is added here.

@@ -34,6 +34,9 @@ class Job:
     # Children of one `run` call that name the same group share its gates: each gate file is run by whichever
     # of them claims it first, in collection order (one run of the gates spread over the workers).
     claims: str = ""
+    # The statistical gates' random stream (verify.seeds): the child sets DFLASH_GATE_SEED to it. Job data, not
+    # a file or the parent's environment, so a fork and a Ray node run the same stream.
+    gate_seed: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,12 @@ A gate's first outcome stands when it is conclusive (green, or its own check fir
 asked again in a fresh child: a crash or a named invariant must happen twice to count, a timeout is
 re-run with twice the budget, and a gate that did not run is retried once. What is still unresolved
 after the second attempt is an error, never a kill and never a survival. Gates found flaky on the
-unmutated tree are left out of every verdict. Pure functions of records: no processes, no files.
+unmutated tree are left out of every verdict.
+
+A kill by statistical gates alone is confirmed on an independent seed (`verify.run.chance`); what that
+established is kept on the gates' outcomes (a confirmed killer's message opens with AGAIN, a chance red is
+passed with exc_type STATISTICAL_UNCONFIRMED), so every later rejudging reaches the same verdict and reason.
+Pure functions of records: no processes, no files.
 """
 
 from __future__ import annotations
@@ -14,7 +19,11 @@ from collections.abc import Iterable, Sequence
 
 from verify.report.verdict import GateOutcome, MutationResult, Outcome, Status, status_from
 
-__all__ = ["needs_second_attempt", "resolve", "verdict", "voided"]
+__all__ = ["AGAIN", "STATISTICAL_UNCONFIRMED", "needs_second_attempt", "resolve", "verdict", "voided"]
+
+# exc_type of a passed outcome whose gate was red by its check on the first seed and green on the confirming one
+STATISTICAL_UNCONFIRMED = "StatisticalUnconfirmed"
+AGAIN = "red again on gate seed"  # how a confirmed killer's message opens
 
 
 def needs_second_attempt(outcomes: Iterable[GateOutcome], flaky: frozenset[str] = frozenset()) -> bool:
@@ -91,10 +100,19 @@ def verdict(
         reason = f"{first.exc_type}: {first.message}"[:200]
     elif status is Status.SURVIVED:
         dropped = sorted({o.gate_id for o in outcomes if o.gate_id in flaky and o.outcome.is_red})
+        chance = [o for o in counted if o.exc_type == STATISTICAL_UNCONFIRMED]
         if dropped:
             reason = f"red only in flaky gates: {', '.join(dropped)}"
+        elif chance:
+            reason = f"statistical kill not confirmed: {chance[0].gate_id} {chance[0].message}" + (
+                f" (and {len(chance) - 1} more)" if len(chance) > 1 else ""
+            )
         elif never_imported:
             reason = f"the gates never imported {never_imported}"
+    elif status is Status.KILLED:
+        confirmed = [o.gate_id for o in counted if o.outcome.is_check and o.message.startswith(AGAIN)]
+        if confirmed:
+            reason = f"statistical kill confirmed: {', '.join(confirmed)} red again on an independent gate seed"
     return MutationResult(name, status, killed_by, ran, round(duration_s, 3), reason, outcomes, False, attempts)
 
 

@@ -1,5 +1,6 @@
-"""The verify run: baseline, harness self-check, every selected mutation, then the flake check, in that order
-(first-kill mode: then the mutants a flaky gate stopped, on past it).
+"""The verify run: baseline, harness self-check, every selected mutation, the confirmation of statistical kills
+(`verify.run.chance`), then the flake check, in that order (first-kill mode: then the mutants a flaky gate
+stopped, on past it).
 
 Each mutation runs in a fresh child against the gates that reach its lines (`verify.run.judge` says when a
 second child is needed and what two attempts mean). Every final verdict goes into the cache and the
@@ -11,6 +12,7 @@ module wires the pieces and returns a `RunReport`; it never prints.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -18,6 +20,7 @@ from verify.mutation import Mutation
 from verify.report.verdict import Baseline, MutationResult, Outcome, RunReport, Status
 from verify.run import cache as cache_mod
 from verify.run.apply import Applied, Stale, apply_mutation
+from verify.run.chance import AWAITING, awaits_confirmation, confirm_chance_kills
 from verify.run.checks import BaselineError, HarnessError, Progress, Silent, budget, find_flaky, run_pristine
 from verify.run.coverage_map import CoverageMap, anchor_lines
 from verify.run.executors import open_executor
@@ -64,10 +67,12 @@ class _Run:
     num_jobs: int = 1  # children at once, in every phase
 
     def add(self, result: MutationResult, key: str = "", *, emit: bool = True) -> None:
-        """Record a final verdict (cached under `key` when given); `emit` hands the partial report on at once."""
-        self.results[result.name] = result
-        if key:
+        """Record a verdict (cached under `key` when given, once final); `emit` hands the partial report on."""
+        if awaits_confirmation(result, self.config.statistical_gates):
+            result = dataclasses.replace(result, reason=AWAITING)  # not final yet (verify.run.chance)
+        elif key:
             self.cache.put(key, result)
+        self.results[result.name] = result
         if emit:
             self.on_report(self.report())
 
@@ -279,6 +284,7 @@ def run_verify(
         planned = _plan(run, coverage_map, tree, changed)
         try:
             _mutations(run, ex, planned, progress)
+            confirm_chance_kills(run, ex, progress, functools.partial(_job, run))
             _flake_check(run, ex, tree, progress)
             _past_flaky(run, ex, progress)
         except KeyboardInterrupt as error:

@@ -113,6 +113,12 @@ class ProjectConfig:
         "", "Your engine's observer factory, 'module:function', for `dflash verify explain`. Its module must lie "
         "in a source root (or be installed), and define the function; otherwise exit 2.",
     )  # fmt: skip
+    statistical_gates: tuple[str, ...] = _key(
+        (), "Gates that pass or fail by chance at a stated false-alarm rate (node ids or node-id prefixes, e.g. "
+        '`["tests/gates/test_law.py"]`). Each draws its seeds through `verify.seeds.reseed`; a mutant red only '
+        "in these is run again on an independent seed (DFLASH_GATE_SEED), and its kill stands only if one is "
+        "red again (docs/concepts/sampling-gates.md).",
+    )  # fmt: skip
     count: str = _key(
         "killed", "What the CI gate counts as a catch: `killed` (a gate's own check fired: killed or caught) or "
         "`detected` (also crashed and timeout: for a suite whose tests fail by raising). `--count` overrides it.",
@@ -220,7 +226,9 @@ class ProjectConfig:
         return tuple(sorted(names | {"conftest"}))
 
 
-_STRING_LISTS = tuple("mutation_modules gates source_roots preload invariant_errors exclude pytest_args".split())
+_STRING_LISTS = tuple(
+    "mutation_modules gates source_roots preload invariant_errors exclude pytest_args statistical_gates".split()
+)
 _LIST_KEYS = (*_STRING_LISTS, "required", "writable")
 _SCALAR_KEYS: tuple[str, ...] = ("gate_marker", "jobs", "timeout_factor", "timeout_min_s", "baseline_timeout_s")
 _SCALAR_KEYS += ("flake_reruns", "executor", "device", "observe", "count")

@@ -44,6 +44,7 @@ class Triage:
             "observably equivalent": len(self.run.equivalent),
             "observable": len(self.run.observable),
             "duplicates": self.run.num_duplicates,
+            "not observed (not reached)": len(self.run.unobserved),
             "not observed (harness)": len(self.run.failures),
         }
 
@@ -175,6 +176,8 @@ def triage_table(found: Triage) -> Table:
     rows = [(key, "observably equivalent", "") for key in run.equivalent]
     rows += [(key, f"duplicate of {first_of[key]}" if key in first_of else "observable",
               run.explanations[key].summary()) for key in run.observable]  # fmt: skip
+    # No divergence on workloads that never ran the change: no claim, and never written as an equivalent.
+    rows += [(key, "not observed (not reached)", run.explanations[key].summary()) for key in run.unobserved]
     rows += [(key, "not observed (harness)", why.strip().splitlines()[-1]) for key, why in run.failures.items()]
     counts = ", ".join(f"{what} {n}" for what, n in found.counts.items())
     notes = (counts, f"{len(run.workloads)} workloads, {len(run.compared)} observables; tolerance: {run.tolerance}")
