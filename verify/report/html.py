@@ -41,8 +41,9 @@ body { margin: 0; color: #222; background: #fff; }
 .dflash th, .dflash td { border: 1px solid #ddd; padding: 2px 6px; text-align: center; }
 th.group { font-weight: normal; font-size: 12px; }
 td.name, td.msg, td.gate { text-align: left; font-family: monospace; } td.name { white-space: nowrap; }
-td.c-A, td.c-R { background: #c62828; } td.c-I { background: #8e0000; } td.c-E { background: #ef6c00; }
-td.c-T { background: #f9a825; } td.c-dash { background: #eee; } td.c-dot { background: #a5d6a7; }
+td.c-A, td.c-R { background: #c62828; } td.c-I { background: #8e0000; }
+td.c-E, td.c-M, td.c-P, td.c-D { background: #ef6c00; } td.c-T { background: #f9a825; }
+td.c-dash { background: #eee; } td.c-dot { background: #a5d6a7; }
 td.cell a { color: #fff; text-decoration: none; display: block; } td.c-dot a, td.c-dash a { color: #333; }
 .s-killed, .s-caught { color: #1b5e20; } .s-survived { color: #b00; font-weight: bold; } .s-declared { color: #777; }
 .s-crashed, .s-timeout { color: #e65100; font-weight: bold; } .s-error { color: #6a1b9a; font-weight: bold; }

@@ -2,14 +2,18 @@
 
 The parent copies the project's source roots, gates, conftest files and pytest config once into a pristine
 private tree, imports the preload modules (torch) and pytest, and never imports the project's own modules.
-Each child (`verify.run.child`) copies that tree for itself and journals its gates as they finish. The
-parent keeps up to N children alive, kills one past its budget (scaled by the machine's measured load),
-kills every child's whole process group when it ends, and turns what a child left behind into one outcome
-per gate: what finished, what was running when it hung or died, and what never ran. On SIGINT or SIGTERM
-every child is killed and the finished results are returned. With `device = "cuda"` each child gets its own
-GPUs (`verify.run.devices`), and a parent that initialised CUDA is refused before any child starts. Children
-die with the parent, even a SIGKILLed one. It is one `verify.run.jobs.JobExecutor`; the Ray executor runs it
-on each worker node. It knows nothing of mutations or verdicts.
+Each child (`verify.run.child`) copies that tree for itself and journals its gates as they finish. Each child
+starts hardened (`verify.run.hardening`: a clean environment, stdin /dev/null, the kernel's first pick when
+memory runs out, memory and file-size ceilings). The parent keeps up to N children alive, kills one past its
+budget (scaled by the machine's measured load, less the load the job itself makes) or past its process
+ceiling, ends everything a job started however the job ended (the parent is the subreaper of every
+process a child leaves), and turns what a child left behind into one outcome per gate: what finished, what
+was running when it hung or died (past a ceiling: `MemoryCeiling`, `ProcessCeiling`), and what never ran.
+A mutant's memory ceiling is scaled from what the unmutated children of this executor took, like its time.
+On SIGINT or SIGTERM every child is killed and the finished results are returned. With `device = "cuda"`
+each child gets its own GPUs (`verify.run.devices`), and a parent that initialised CUDA is refused before any
+child starts. Children die with the parent, even a SIGKILLed one. It is one `verify.run.jobs.JobExecutor`;
+the Ray executor runs it on each worker node. It knows nothing of mutations or verdicts.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from typing import Any
 import pytest
 
 from verify.report.verdict import GateOutcome, Outcome
-from verify.run import reaper
+from verify.run import hardening, reaper
 from verify.run.child import JobPaths, prime, run_child
 from verify.run.devices import DevicePool, check_cuda_untouched, child_environment, visible_devices
 from verify.run.jobs import Job, JobResult
@@ -50,19 +54,41 @@ _POLL_S = 0.01
 # pytest's exit codes for a session it could not run at all (an internal error, a usage error): no gate ran.
 _PYTEST_REFUSED = {3: "internal error", 4: "usage error"}
 _LOAD_SAMPLE_S = 0.5
+_WATCH_S = 0.05  # how often each child's processes are counted against its ceiling
+_LEFTOVERS_S = 5.0  # to end what a finished job left behind, however deep
+_MEMORY_NEAR = 0.9  # a child that died having grown this close to its memory ceiling died of it
 
 
-def load_scale() -> float:
+def load_scale(own: int = 0) -> float:
     """How much slower than idle a CPU-bound child runs now: runnable tasks per core, at least 1.
 
     The 4th field of /proc/loadavg counts tasks runnable right now (not a 1-minute average, which lags a
-    load that starts with the run). It includes the sampling process itself, hence the minus one.
+    load that starts with the run). It includes the sampling process itself, hence the minus one. `own` is
+    what the job being timed has runnable now: counted as one, whatever it is (a fork bomb's load must not
+    stretch its own budget).
     """
     try:
         running = int(Path("/proc/loadavg").read_text().split()[3].partition("/")[0]) - 1
     except (OSError, ValueError, IndexError):
         running = int(os.getloadavg()[0])
+    if own:
+        running = max(0, running - own) + 1
     return max(1.0, running / (os.cpu_count() or 1))
+
+
+def memory_bytes() -> int:
+    """This machine's memory (MemTotal), 0 when unknown."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _rss_bytes(pid: int | str = "self") -> int:
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return 0
 
 
 def _warm_pytest(empty: Path) -> None:
@@ -81,6 +107,9 @@ class _Running:
     started: float
     scales: list[float]
     gpus: int = -1  # the DevicePool group it holds (-1: none)
+    ceilings: hardening.Ceilings = hardening.Ceilings()
+    rss_at_fork: int = 0  # the parent's resident memory when it forked this child: the child's start
+    breach: tuple[str, str] = ("", "")  # (exc_type, why) when the parent ended it past a ceiling
 
     @property
     def budget_s(self) -> float:
@@ -90,8 +119,14 @@ class _Running:
 class Executor:
     """Use as a context manager: the private copies live exactly as long as the `with` block."""
 
-    def __init__(self, config: ProjectConfig) -> None:
+    def __init__(self, config: ProjectConfig, slots: int = 0) -> None:
+        """`slots`: children this machine may run at once across every executor on it (a Ray node's workers
+        each hold one); the memory ceiling divides the machine by it, or by the run's jobs if more."""
         self.config = config
+        self._slots = slots
+        self._pristine_growth = 0  # the most memory an unmutated child of this executor grew by
+        self._keep: set[int] = set()
+        self._was_subreaper = False
         self.pristine = Path()
         self._tmp = ""
         self._count = 0
@@ -115,12 +150,17 @@ class Executor:
             check_cuda_untouched()  # on the CPU, children never touch CUDA, whatever the parent did
         _warm_pytest(Path(self._tmp, "warm"))
         prime(self.config.root)
+        # Whatever a child leaves behind comes back here when the child ends (on a Ray node too, where nothing
+        # else would take it in), so it is ended after every job.
+        self._keep, self._was_subreaper = reaper.children(), reaper.is_subreaper()
+        reaper.become_subreaper()
         # Objects alive now are shared by every child: freezing them keeps each child's collections
         # from walking (and copy-on-write touching) the parent's heap, torch included.
         gc.freeze()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        reaper.become_subreaper(self._was_subreaper)
         gc.unfreeze()
         shutil.rmtree(self._tmp, ignore_errors=True)
 
@@ -137,37 +177,52 @@ class Executor:
             self._pool = DevicePool(self._devices, num_jobs)
         running: dict[int, _Running] = {}
         done: dict[str, JobResult] = {}
-        last_sample = 0.0
+        last_sample = last_watch = 0.0
         try:
             while pending or running:
                 while pending and len(running) < max(1, num_jobs):
                     job = pending.pop()
                     gpus = self._pool.acquire() if self._pool is not None else -1
-                    pid, paths = self._spawn(job, self._pool.devices(gpus) if self._pool is not None else ())
-                    running[pid] = _Running(job, paths, time.monotonic(), [load_scale()], gpus)
-                if time.monotonic() - last_sample > _LOAD_SAMPLE_S:
-                    scale, last_sample = load_scale(), time.monotonic()
-                    for entry in running.values():
-                        entry.scales.append(scale)
+                    ceilings = self._ceilings(job, num_jobs)
+                    rss = _rss_bytes()
+                    pid, paths = self._spawn(job, self._pool.devices(gpus) if self._pool is not None else (), ceilings)
+                    running[pid] = _Running(job, paths, time.monotonic(), [load_scale()], gpus, ceilings, rss)
+                if time.monotonic() - last_watch > _WATCH_S:
+                    last_watch = time.monotonic()
+                    sample = last_watch - last_sample > _LOAD_SAMPLE_S
+                    last_sample = last_watch if sample else last_sample
+                    for pid, entry in running.items():
+                        self._watch(pid, entry, sample)
                 if not self._reap(running, done, on_done):
                     time.sleep(_POLL_S)
         finally:
             for pid, entry in running.items():
+                reaper.end_tree(pid)
                 self._kill(pid)
                 shutil.rmtree(entry.paths.base, ignore_errors=True)
+            reaper.end_children(keep=self._keep, within_s=_LEFTOVERS_S)
             self._pool = None
         return [done[j.key] for j in jobs]
 
     def _reap(self, running: dict[int, _Running], done: dict[str, JobResult], on_done: Any) -> bool:
         reaped = False
         for pid, entry in list(running.items()):
-            finished, status = os.waitpid(pid, os.WNOHANG)
+            finished, status, usage = os.wait4(pid, os.WNOHANG)
             elapsed = time.monotonic() - entry.started
             if not finished and elapsed <= entry.budget_s:
                 continue
-            self._kill(pid)  # past its budget; or finished, and whatever it left running in its group dies too
-            result = self._collect(entry, os.waitstatus_to_exitcode(status) if finished else None, elapsed)
+            if not finished:
+                reaper.end_tree(pid)  # past its budget: it and everything beneath it, while it is still ours
+            self._kill(pid)  # whatever it left running in its group dies too
             del running[pid]
+            # Whatever the job started outside its group came back here when the child ended: it ends now,
+            # before another job's window opens, however this one ended.
+            reaper.end_children(keep=self._keep | set(running), within_s=_LEFTOVERS_S)
+            grown = max(0, usage.ru_maxrss * 1024 - entry.rss_at_fork) if finished else 0
+            exit_code = os.waitstatus_to_exitcode(status) if finished else None
+            result = self._collect(entry, exit_code, elapsed, grown)
+            if not entry.job.overrides and result.state == "done":
+                self._pristine_growth = max(self._pristine_growth, grown)
             if self._pool is not None and entry.gpus >= 0:
                 self._pool.release(entry.gpus)
             if entry.job.share_bytecode and result.state == "done" and not entry.job.overrides:  # a mutant's copy
@@ -187,7 +242,32 @@ class Executor:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
 
-    def _spawn(self, job: Job, gpus: tuple[str, ...] = ()) -> tuple[int, JobPaths]:
+    def _ceilings(self, job: Job, num_jobs: int) -> hardening.Ceilings:
+        """A child's ceilings: memory at most the machine's share per child; a mutant's scaled from what the
+        unmutated children took (none measured yet: the share)."""
+        config, memory = self.config, 0
+        if config.memory_factor:
+            memory = memory_bytes() // max(1, num_jobs, self._slots)
+            if job.overrides and self._pristine_growth:
+                wanted = max(config.memory_min_mb << 20, int(config.memory_factor * self._pristine_growth))
+                memory = min(memory, wanted) if memory else wanted
+        return hardening.Ceilings(memory, config.file_max_mb << 20, config.processes_max)
+
+    def _watch(self, pid: int, entry: _Running, sample_load: bool) -> None:
+        """Count the job's processes against its ceiling (ended at once past it); with `sample_load`, record
+        the machine's load less what the job itself makes."""
+        processes = reaper.tree(pid)
+        if entry.ceilings.processes and len(processes) > entry.ceilings.processes and not entry.breach[0]:
+            reaper.end_tree(pid)
+            entry.breach = ("ProcessCeiling", f"{len(processes)} processes, past its ceiling of "
+                            f"{entry.ceilings.processes} ([tool.dflash] processes_max)")  # fmt: skip
+        if sample_load:
+            entry.scales.append(load_scale(own=reaper.running_tasks(processes)))
+
+    def _spawn(
+        self, job: Job, gpus: tuple[str, ...] = (), ceilings: hardening.Ceilings | None = None
+    ) -> tuple[int, JobPaths]:
+        ceilings = ceilings or hardening.Ceilings()
         self._count += 1
         paths = JobPaths(Path(self._tmp, "jobs", f"{self._count}"))
         paths.base.mkdir(parents=True)
@@ -205,7 +285,8 @@ class Executor:
                 os.setpgid(0, 0)
                 _die_with_parent(parent)
                 reaper.become_subreaper()  # what the job starts comes back here when its parent dies
-                os.environ.update(environment)
+                # Before the project's code: no secret of the harness, no terminal, the ceilings.
+                hardening.harden(environment, ceilings)
                 log_fd = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 os.dup2(log_fd, 1)
                 os.dup2(log_fd, 2)
@@ -229,11 +310,18 @@ class Executor:
             os.setpgid(pid, pid)  # both sides set it, so a kill right after fork cannot miss
         return pid, paths
 
-    def _collect(self, entry: _Running, exit_code: int | None, elapsed: float) -> JobResult:
+    def _collect(self, entry: _Running, exit_code: int | None, elapsed: float, grown: int = 0) -> JobResult:
         job, paths = entry.job, entry.paths
         started, finished, stopped = read_journal(paths.journal)
         data = json.loads(paths.result.read_text()) if exit_code == 0 and paths.result.is_file() else {}
-        if exit_code is None:
+        memory = entry.ceilings.memory_bytes
+        if not entry.breach[0] and exit_code and not data and memory and grown >= _MEMORY_NEAR * memory:
+            # Died (a signal, an abort in C code that could not allocate) right at its memory ceiling.
+            entry.breach = ("MemoryCeiling", f"died ({_ended(exit_code)}) at its memory ceiling of {memory >> 20} MiB")
+        if entry.breach[0]:
+            state, why = "died", entry.breach[1]
+            running_outcome = GateOutcome("", Outcome.EXCEPTION, 0.0, entry.breach[0], why)
+        elif exit_code is None:
             state, why = "timeout", f"still running after {entry.budget_s:.1f}s (budget {job.timeout_s:.1f}s x load)"
             running_outcome = GateOutcome("", Outcome.TIMEOUT, elapsed, "Timeout", why)
         elif data:
@@ -246,7 +334,7 @@ class Executor:
             running_outcome = GateOutcome("", Outcome.NOT_RUN, 0.0, "Interrupted", "the session ended inside it")
         else:
             kind = signal.Signals(-exit_code).name if exit_code < 0 else f"exit {exit_code}"
-            what = f"killed by {kind}" if exit_code < 0 else f"exited with code {exit_code}"
+            what = _ended(exit_code)
             tail = paths.log.read_text(errors="replace").strip().splitlines()[-1:] if paths.log.is_file() else []
             state, why = "died", what + (f": {tail[0][:160]}" if tail else "")
             running_outcome = GateOutcome("", Outcome.EXCEPTION, 0.0, kind, why)
@@ -278,6 +366,10 @@ def _die_with_parent(parent: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG (Linux)
     if os.getppid() != parent:  # the parent died before the request took effect
         os._exit(70)
+
+
+def _ended(exit_code: int) -> str:
+    return f"killed by {signal.Signals(-exit_code).name}" if exit_code < 0 else f"exited with code {exit_code}"
 
 
 def _replace_id(outcome: GateOutcome, gate_id: str) -> GateOutcome:

@@ -5,8 +5,11 @@ The caller makes itself their subreaper first (`become_subreaper`), so a process
 it instead of to init. `end_children` then stops each child before listing its children (a stopped process
 cannot fork, so none is missed), from the top down, kills them all, reaps its own, and goes round again for the
 orphans that came back meanwhile, until none is left or the time is up. The run's parent does this when the run
-ends (`verify.run.guard`), each forked child when its job ends (`verify.run.executor`), so a daemon a mutant
-started dies with its job, before another job's window opens. Knows nothing of jobs, mutants or verdicts.
+ends (`verify.run.guard`), each forked child when its job ends and the executor's parent after every job
+however it ended (`verify.run.executor`: `end_tree` for a child it ends, `end_children` for what came back to
+it), so a daemon a mutant started dies with its job, before another job's window opens. `tree` and
+`running_tasks` let the parent watch a job's processes (how many; how many are on a CPU now). Knows nothing of
+jobs, mutants or verdicts.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import time
 from collections.abc import Collection
 from pathlib import Path
 
-__all__ = ["become_subreaper", "children", "end_children", "is_subreaper"]
+__all__ = ["become_subreaper", "children", "end_children", "end_tree", "is_subreaper", "running_tasks", "tree"]
 
 _PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37
 
@@ -58,6 +61,52 @@ def _children_of(pid: int) -> list[int]:
     return found
 
 
+def tree(pid: int) -> list[int]:
+    """`pid` and every process beneath it, parents before their children; [] once `pid` is gone."""
+    if not Path(f"/proc/{pid}").exists():
+        return []
+    found, todo = [pid], [pid]
+    while todo:
+        for child in _children_of(todo.pop()):
+            if child not in found:
+                found.append(child)
+                todo.append(child)
+    return found
+
+
+def running_tasks(pids: Collection[int]) -> int:
+    """Threads of these processes on a CPU or waiting for one now (state R): what they add to the load."""
+    count = 0
+    for pid in pids:
+        for stat_file in Path(f"/proc/{pid}/task").glob("*/stat"):
+            with contextlib.suppress(OSError, IndexError):
+                count += stat_file.read_text().rpartition(")")[2].split()[0] == "R"
+    return count
+
+
+def _stop_all(roots: Collection[int]) -> list[int]:
+    """SIGSTOP each root, then each process beneath it, top down (a stopped process cannot fork, so none is
+    missed); the pids stopped, in that order."""
+    doomed: list[int] = []
+    todo = sorted(roots)
+    while todo:
+        pid = todo.pop()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGSTOP)
+        doomed.append(pid)
+        todo += [child for child in _children_of(pid) if child not in doomed]
+    return doomed
+
+
+def end_tree(pid: int) -> None:
+    """Kill `pid` (a child of this process, not yet reaped) and every process beneath it, whatever session
+    they moved to. `pid` itself is left for its parent to reap; the others come back to this process (its
+    subreaper) or to init, and `end_children` reaps them."""
+    for doomed in _stop_all([pid]):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(doomed, signal.SIGKILL)
+
+
 def end_children(keep: Collection[int] = (), within_s: float = 10.0) -> tuple[int, ...]:
     """Stop, then kill, every child of this process not in `keep` with everything under it; () once none is
     left, else the pids still there after `within_s` seconds."""
@@ -65,14 +114,7 @@ def end_children(keep: Collection[int] = (), within_s: float = 10.0) -> tuple[in
     while stray := children() - set(keep):
         if time.monotonic() > deadline:
             return tuple(sorted(stray))
-        doomed, todo = [], sorted(stray)
-        while todo:
-            pid = todo.pop()
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGSTOP)
-            doomed.append(pid)
-            todo += [child for child in _children_of(pid) if child not in doomed]
-        for pid in doomed:
+        for pid in _stop_all(stray):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         for pid in stray:

@@ -91,6 +91,19 @@ class ProjectConfig:
     )  # fmt: skip
     timeout_min_s: float = _key(10.0, "The least budget, in seconds, a mutant's gates get.")
     baseline_timeout_s: float = _key(1800.0, "The budget, in seconds, of the unmutated baseline run of the gates.")
+    memory_factor: float = _key(
+        4.0, "A mutant's child may take this many times the memory the unmutated gates' child took (at least "
+        "memory_min_mb, at most the machine's memory divided by the children running at once); past it the "
+        "mutant is `crashed (memory)`. 0: no memory ceiling.",
+    )  # fmt: skip
+    memory_min_mb: int = _key(2048, "The least memory ceiling, in MiB, a mutant's child gets.")
+    processes_max: int = _key(
+        64, "Processes one child may have at once (itself and everything it started); past it the mutant is "
+        "`crashed (processes)`. 0: no ceiling.",
+    )  # fmt: skip
+    file_max_mb: int = _key(
+        1024, "The largest file, in MiB, a child may write; past it the mutant is `crashed (disk)`. 0: no ceiling."
+    )
     preload: tuple[str, ...] = _key(
         _default_preload,
         'Modules the warm parent imports once before forking, e.g. `["torch", "transformers.models.qwen3"]`; '
@@ -160,6 +173,16 @@ class ProjectConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ConfigError(f"[tool.dflash] {name} must be a positive number, got {value!r}")
+        if (
+            isinstance(self.memory_factor, bool)
+            or not isinstance(self.memory_factor, int | float)
+            or not (0 <= self.memory_factor < float("inf"))
+        ):
+            raise ConfigError(f"[tool.dflash] memory_factor must be a number >= 0, got {self.memory_factor!r}")
+        for name in ("memory_min_mb", "processes_max", "file_max_mb"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"[tool.dflash] {name} must be an integer >= 0, got {value!r}")
         check_writable(self.root, self.writable, ConfigError)
 
     @property
@@ -215,6 +238,10 @@ _SCALAR_KEYS = (
     "timeout_factor",
     "timeout_min_s",
     "baseline_timeout_s",
+    "memory_factor",
+    "memory_min_mb",
+    "processes_max",
+    "file_max_mb",
     "flake_reruns",
     "executor",
     "device",
