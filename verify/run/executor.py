@@ -19,7 +19,6 @@ the Ray executor runs it on each worker node. It knows nothing of mutations or v
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import importlib
 import io
@@ -74,15 +73,6 @@ def load_scale(own: int = 0) -> float:
     if own:
         running = max(0, running - own) + 1
     return max(1.0, running / (os.cpu_count() or 1))
-
-
-def memory_bytes() -> int:
-    """This machine's memory (MemTotal), 0 when unknown."""
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 def _rss_bytes(pid: int | str = "self") -> int:
@@ -247,7 +237,7 @@ class Executor:
         unmutated children took (none measured yet: the share)."""
         config, memory = self.config, 0
         if config.memory_factor:
-            memory = memory_bytes() // max(1, num_jobs, self._slots)
+            memory = hardening.memory_bytes() // max(1, num_jobs, self._slots)
             if job.overrides and self._pristine_growth:
                 wanted = max(config.memory_min_mb << 20, int(config.memory_factor * self._pristine_growth))
                 memory = min(memory, wanted) if memory else wanted
@@ -283,7 +273,7 @@ class Executor:
             exit_code = 70
             try:
                 os.setpgid(0, 0)
-                _die_with_parent(parent)
+                hardening.die_with_parent(parent)
                 reaper.become_subreaper()  # what the job starts comes back here when its parent dies
                 # Before the project's code: no secret of the harness, no terminal, the ceilings.
                 hardening.harden(environment, ceilings)
@@ -357,15 +347,6 @@ class Executor:
             job.key, state, elapsed, tuple(outcomes), why, int(data.get("pytest_exit", -1)),
             tuple(data.get("loaded", ())), collect_errors, data.get("coverage"), tuple(data.get("order", ())),
         )  # fmt: skip
-
-
-def _die_with_parent(parent: int) -> None:
-    """The kernel SIGKILLs this child when the parent dies, however it dies (a SIGKILLed parent, a Ray worker
-    killed with its task): a child in its own process group would otherwise run on, orphaned."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG (Linux)
-    if os.getppid() != parent:  # the parent died before the request took effect
-        os._exit(70)
 
 
 def _ended(exit_code: int) -> str:

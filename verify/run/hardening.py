@@ -24,6 +24,7 @@ Knows nothing of jobs, pytest or verdicts.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import re
 import resource
@@ -33,7 +34,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Ceilings", "SECRET_DOC", "clean_environment", "harden", "is_secret", "vm_data_bytes"]
+__all__ = ["Ceilings", "SECRET_DOC", "clean_environment", "die_with_parent", "harden", "is_secret", "memory_bytes",
+           "vm_data_bytes"]  # fmt: skip
 
 # Names matched whole (case-insensitive) against each variable name; see the module docstring for why each.
 _SECRET_NAMES = re.compile(
@@ -80,6 +82,15 @@ class Ceilings:
                 raise ValueError(f"ceiling {name} must be an integer >= 0, got {value!r}")
 
 
+def memory_bytes() -> int:
+    """This machine's memory (MemTotal), 0 when unknown."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def vm_data_bytes(pid: int | str = "self") -> int:
     """The private writable memory a process holds (`VmData`: what RLIMIT_DATA counts), 0 when unknown."""
     with contextlib.suppress(OSError, ValueError):
@@ -87,6 +98,15 @@ def vm_data_bytes(pid: int | str = "self") -> int:
             if line.startswith("VmData:"):
                 return int(line.split()[1]) * 1024
     return 0
+
+
+def die_with_parent(parent: int) -> None:
+    """The kernel SIGKILLs this child when the parent dies, however it dies (a SIGKILLed parent, a Ray worker
+    killed with its task): a child in its own process group would otherwise run on, orphaned."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG (Linux)
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(70)
 
 
 def harden(environment: Mapping[str, str], ceilings: Ceilings) -> None:
