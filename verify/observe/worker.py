@@ -69,7 +69,6 @@ def _child(job: dict[str, Any], spec: dict[str, Any], pristine: Any, out: Path, 
 
         root = Path(job["root"])
         os.environ["TMPDIR"] = tempfile.tempdir = str(tmp)
-        peak_at_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         torch.manual_seed(0)
         roots = [root / rel for rel in job["import_paths"]]
         overrides = {str(root / rel): text for rel, text in spec["overrides"].items()}
@@ -89,8 +88,8 @@ def _child(job: dict[str, Any], spec: dict[str, Any], pristine: Any, out: Path, 
 
         observation, seconds = protocol.observe(observer, scrub, spec.get("budget_s"), stop)
         result: dict[str, Any] = {"id": spec["id"], "digest": record.digest(observation), "seconds": seconds}
-        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_at_start
-        result["grown_bytes"] = max(0, grown) * 1024  # what a mutant's memory ceiling is scaled from
+        # Its peak resident memory (a fork's counts only the pages it touched): what a mutant's ceiling scales.
+        result["peak_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         result["gates"] = {str(k): str(v) for k, v in protocol.gates_of(observer).items()}
         if pristine is None:
             result["observation"] = record.to_data(observation)
@@ -201,8 +200,8 @@ def main(argv: list[str]) -> int:
     slowest = max(pristine["seconds"].values(), default=1.0)
     budget = max(job["min_budget_s"], job["budget_factor"] * slowest)
     memory = share
-    if job.get("memory_factor") and pristine.get("grown_bytes"):
-        wanted = max(int(job["memory_min_bytes"]), int(job["memory_factor"] * pristine["grown_bytes"]))
+    if job.get("memory_factor") and pristine.get("peak_bytes"):
+        wanted = max(int(job["memory_min_bytes"]), int(job["memory_factor"] * pristine["peak_bytes"]))
         memory = min(share, wanted) if share else wanted
     specs = [{"id": job_id(index), "overrides": overrides, "budget_s": budget, "memory_bytes": memory}
              for index, overrides in enumerate(job["mutants"].values())]  # fmt: skip

@@ -55,7 +55,7 @@ _PYTEST_REFUSED = {3: "internal error", 4: "usage error"}
 _LOAD_SAMPLE_S = 0.5
 _WATCH_S = 0.05  # how often each child's processes are counted against its ceiling
 _LEFTOVERS_S = 5.0  # to end what a finished job left behind, however deep
-_MEMORY_NEAR = 0.9  # a child that died having grown this close to its memory ceiling died of it
+_MEMORY_NEAR = 0.9  # a child that died with its peak this close to its memory ceiling died of it
 
 
 def load_scale(own: int = 0) -> float:
@@ -75,12 +75,6 @@ def load_scale(own: int = 0) -> float:
     return max(1.0, running / (os.cpu_count() or 1))
 
 
-def _rss_bytes(pid: int | str = "self") -> int:
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    return 0
-
-
 def _warm_pytest(empty: Path) -> None:
     """Run pytest once on an empty folder, so its plugins and entry points are imported before forking."""
     empty.mkdir()
@@ -98,7 +92,6 @@ class _Running:
     scales: list[float]
     gpus: int = -1  # the DevicePool group it holds (-1: none)
     ceilings: hardening.Ceilings = hardening.Ceilings()
-    rss_at_fork: int = 0  # the parent's resident memory when it forked this child: the child's start
     breach: tuple[str, str] = ("", "")  # (exc_type, why) when the parent ended it past a ceiling
 
     @property
@@ -114,7 +107,7 @@ class Executor:
         each hold one); the memory ceiling divides the machine by it, or by the run's jobs if more."""
         self.config = config
         self._slots = slots
-        self._pristine_growth = 0  # the most memory an unmutated child of this executor grew by
+        self._pristine_peak = 0  # the most memory an unmutated child of this executor took (peak RSS)
         self._keep: set[int] = set()
         self._was_subreaper = False
         self.pristine = Path()
@@ -174,9 +167,8 @@ class Executor:
                     job = pending.pop()
                     gpus = self._pool.acquire() if self._pool is not None else -1
                     ceilings = self._ceilings(job, num_jobs)
-                    rss = _rss_bytes()
                     pid, paths = self._spawn(job, self._pool.devices(gpus) if self._pool is not None else (), ceilings)
-                    running[pid] = _Running(job, paths, time.monotonic(), [load_scale()], gpus, ceilings, rss)
+                    running[pid] = _Running(job, paths, time.monotonic(), [load_scale()], gpus, ceilings)
                 if time.monotonic() - last_watch > _WATCH_S:
                     last_watch = time.monotonic()
                     sample = last_watch - last_sample > _LOAD_SAMPLE_S
@@ -208,11 +200,12 @@ class Executor:
             # Whatever the job started outside its group came back here when the child ended: it ends now,
             # before another job's window opens, however this one ended.
             reaper.end_children(keep=self._keep | set(running), within_s=_LEFTOVERS_S)
-            grown = max(0, usage.ru_maxrss * 1024 - entry.rss_at_fork) if finished else 0
+            # Its peak resident memory: a fork's counts only the pages it touched, so this is what it took.
+            peak = usage.ru_maxrss * 1024 if finished else 0
             exit_code = os.waitstatus_to_exitcode(status) if finished else None
-            result = self._collect(entry, exit_code, elapsed, grown)
+            result = self._collect(entry, exit_code, elapsed, peak)
             if not entry.job.overrides and result.state == "done":
-                self._pristine_growth = max(self._pristine_growth, grown)
+                self._pristine_peak = max(self._pristine_peak, peak)
             if self._pool is not None and entry.gpus >= 0:
                 self._pool.release(entry.gpus)
             if entry.job.share_bytecode and result.state == "done" and not entry.job.overrides:  # a mutant's copy
@@ -238,8 +231,8 @@ class Executor:
         config, memory = self.config, 0
         if config.memory_factor:
             memory = hardening.memory_bytes() // max(1, num_jobs, self._slots)
-            if job.overrides and self._pristine_growth:
-                wanted = max(config.memory_min_mb << 20, int(config.memory_factor * self._pristine_growth))
+            if job.overrides and self._pristine_peak:
+                wanted = max(config.memory_min_mb << 20, int(config.memory_factor * self._pristine_peak))
                 memory = min(memory, wanted) if memory else wanted
         return hardening.Ceilings(memory, config.file_max_mb << 20, config.processes_max)
 
@@ -300,12 +293,12 @@ class Executor:
             os.setpgid(pid, pid)  # both sides set it, so a kill right after fork cannot miss
         return pid, paths
 
-    def _collect(self, entry: _Running, exit_code: int | None, elapsed: float, grown: int = 0) -> JobResult:
+    def _collect(self, entry: _Running, exit_code: int | None, elapsed: float, peak: int = 0) -> JobResult:
         job, paths = entry.job, entry.paths
         started, finished, stopped = read_journal(paths.journal)
         data = json.loads(paths.result.read_text()) if exit_code == 0 and paths.result.is_file() else {}
         memory = entry.ceilings.memory_bytes
-        if not entry.breach[0] and exit_code and not data and memory and grown >= _MEMORY_NEAR * memory:
+        if not entry.breach[0] and exit_code and not data and memory and peak >= _MEMORY_NEAR * memory:
             # Died (a signal, an abort in C code that could not allocate) right at its memory ceiling.
             entry.breach = ("MemoryCeiling", f"died ({_ended(exit_code)}) at its memory ceiling of {memory >> 20} MiB")
         if entry.breach[0]:
