@@ -33,7 +33,7 @@ def kill_above():
     if observed():
         parent = os.getppid()
         grandparent = int(Path(f"/proc/{parent}/stat").read_text().rpartition(")")[2].split()[1])
-        for pid in (parent, grandparent):
+        for pid in (grandparent, parent):
             os.kill(pid, signal.SIGKILL)
 
 
