@@ -129,25 +129,33 @@ def _fail(out: Path, name: str, why: str) -> None:
 
 
 def _run(job: dict[str, Any], specs: list[dict[str, Any]], pristine: Any, out: Path, jobs: int, limit_s: float) -> None:
-    """Up to `jobs` children at once; a child past `limit_s` or its process ceiling is ended with everything
-    beneath it, and whatever a child left behind ends when it does."""
+    """Up to `jobs` children at once; a child past `limit_s`, its process ceiling or its memory ceiling (its
+    tree's resident memory) is ended with everything beneath it, and whatever a child left behind ends when it
+    does."""
     from verify.run import reaper
 
     processes_max = int(job.get("processes_max", 0))
-    queue, running = list(specs), dict[int, tuple[str, float]]()
+    queue, running, memory, ticks = list(specs), dict[int, tuple[str, float]](), dict[int, int](), 0
     while queue or running:
         while queue and len(running) < jobs:
             spec = queue.pop(0)
-            running[_start(job, spec, pristine, out)] = (spec["id"], time.monotonic())
+            pid = _start(job, spec, pristine, out)
+            running[pid], memory[pid] = (spec["id"], time.monotonic()), int(spec.get("memory_bytes", 0))
         time.sleep(0.02)
+        ticks += 1
         for pid, (name, started) in list(running.items()):
             done, status = os.waitpid(pid, os.WNOHANG)
             if done == 0:
-                count = len(reaper.tree(pid))
+                processes = reaper.tree(pid)
+                # A lone child every tick; a tree (its processes' proportional sets, costlier) every 25th.
+                seldom = len(processes) == 1 or ticks % 25 == 0
+                resident = reaper.resident_bytes(processes) if memory.get(pid) and seldom else 0
                 if time.monotonic() - started > limit_s:
                     why = f"killed after {limit_s:.0f} s: the child outlived its budget"
-                elif processes_max and count > processes_max:
-                    why = f"processes: {count} processes, past its ceiling of {processes_max}"
+                elif processes_max and len(processes) > processes_max:
+                    why = f"processes: {len(processes)} processes, past its ceiling of {processes_max}"
+                elif resident > memory.get(pid, 0) > 0:
+                    why = f"memory: {resident >> 20} MiB resident, past its ceiling of {memory[pid] >> 20} MiB"
                 else:
                     continue
                 reaper.end_tree(pid)

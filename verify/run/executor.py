@@ -5,11 +5,12 @@ private tree, imports the preload modules (torch) and pytest, and never imports 
 Each child (`verify.run.child`) copies that tree for itself and journals its gates as they finish. Each child
 starts hardened (`verify.run.hardening`: a clean environment, stdin /dev/null, the kernel's first pick when
 memory runs out, memory and file-size ceilings). The parent keeps up to N children alive, kills one past its
-budget (scaled by the machine's measured load, less the load the job itself makes) or past its process
-ceiling, ends everything a job started however the job ended (the parent is the subreaper of every
-process a child leaves), and turns what a child left behind into one outcome per gate: what finished, what
-was running when it hung or died (past a ceiling: `MemoryCeiling`, `ProcessCeiling`), and what never ran.
-A mutant's memory ceiling is scaled from what the unmutated children of this executor took, like its time.
+budget (scaled by the machine's measured load, less the load the job itself makes) or past its process or
+memory ceiling (the memory its whole tree holds, polled every 50 ms; every 0.5 s once it has children), ends
+everything a job started however the job ended (the parent is the subreaper of every process a child
+leaves), and turns what a child left behind into one outcome per gate: what finished, what was running when
+it hung or died (past a ceiling: `MemoryCeiling`, `ProcessCeiling`), and what never ran. A mutant's memory
+ceiling is scaled from what the unmutated children of this executor took, like its time.
 On SIGINT or SIGTERM every child is killed and the finished results are returned. With `device = "cuda"`
 each child gets its own GPUs (`verify.run.devices`), and a parent that initialised CUDA is refused before any
 child starts. Children die with the parent, even a SIGKILLed one. It is one `verify.run.jobs.JobExecutor`;
@@ -237,13 +238,20 @@ class Executor:
         return hardening.Ceilings(memory, config.file_max_mb << 20, config.processes_max)
 
     def _watch(self, pid: int, entry: _Running, sample_load: bool) -> None:
-        """Count the job's processes against its ceiling (ended at once past it); with `sample_load`, record
-        the machine's load less what the job itself makes."""
-        processes = reaper.tree(pid)
-        if entry.ceilings.processes and len(processes) > entry.ceilings.processes and not entry.breach[0]:
+        """Count the job's processes and the memory they hold against its ceilings (ended at once past one);
+        with `sample_load`, record the machine's load less what the job itself makes."""
+        processes, ceilings = reaper.tree(pid), entry.ceilings
+        if ceilings.processes and len(processes) > ceilings.processes and not entry.breach[0]:
             reaper.end_tree(pid)
             entry.breach = ("ProcessCeiling", f"{len(processes)} processes, past its ceiling of "
-                            f"{entry.ceilings.processes} ([tool.dflash] processes_max)")  # fmt: skip
+                            f"{ceilings.processes} ([tool.dflash] processes_max)")  # fmt: skip
+        # A lone child every tick; a tree (its processes' proportional sets, costlier) with each load sample.
+        if ceilings.memory_bytes and not entry.breach[0] and (len(processes) == 1 or sample_load):
+            resident = reaper.resident_bytes(processes)
+            if resident > ceilings.memory_bytes:
+                reaper.end_tree(pid)
+                entry.breach = ("MemoryCeiling", f"{resident >> 20} MiB resident, past its ceiling of "
+                                f"{ceilings.memory_bytes >> 20} MiB ([tool.dflash] memory_factor)")  # fmt: skip
         if sample_load:
             entry.scales.append(load_scale(own=reaper.running_tasks(processes)))
 

@@ -11,12 +11,15 @@ first pick when memory runs out, and ceilings on memory and file size.
 - stdin is /dev/null: a gate that reads the terminal gets end of file, never the user's keystrokes.
 - `oom_score_adj` 1000 (an unprivileged process may always raise its own): when the machine runs out of
   memory the kernel kills a child, never the harness above it.
-- RLIMIT_DATA (private writable memory: the heap, anonymous mappings) and RLIMIT_FSIZE (the largest file it
-  may write), per process and inherited by everything it starts. RLIMIT_DATA, not RLIMIT_AS: torch and
-  glibc reserve address space they never touch (arenas, thread stacks), which RLIMIT_AS counts and this does
-  not. Past either, the child sees MemoryError or EFBIG (SIGXFSZ is ignored so a write fails instead of
-  killing the child with no word). The process count is watched by the parent instead (`verify.run.reaper`):
-  RLIMIT_NPROC counts every process of the user, the harness's and other programs' included.
+- RLIMIT_DATA (private writable memory: the heap, anonymous mappings, thread stacks) and RLIMIT_FSIZE (the
+  largest file it may write), per process and inherited by everything it starts. RLIMIT_DATA is a backstop,
+  set to what the child was forked with plus its whole memory ceiling: the ceiling itself is the resident
+  memory of the child's whole tree, which its parent polls (`verify.run.executor`), because address space a
+  process reserves and never touches (glibc's and torch's arenas, RLIMIT_AS's whole problem; thread stacks,
+  which RLIMIT_DATA counts: 64 threads reserve 512 MiB) is not memory the machine lacks. Past RLIMIT_DATA the
+  child sees MemoryError; past RLIMIT_FSIZE, EFBIG (SIGXFSZ is ignored so a write fails instead of killing the
+  child with no word). The process count is watched by the parent too: RLIMIT_NPROC counts every process of
+  the user, the harness's and other programs' included.
 
 Knows nothing of jobs, pytest or verdicts.
 """
@@ -68,8 +71,9 @@ def clean_environment(environ: Mapping[str, str]) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class Ceilings:
-    """What one child may take, in bytes; 0 means no ceiling. `memory_bytes` is what it may add to the private
-    memory it was forked with; `processes` is enforced by the parent's watch, not here."""
+    """What one child may take; 0 means no ceiling. `memory_bytes`: the resident memory of its whole tree
+    (watched by the parent; here, each process's RLIMIT_DATA backstop is what it was forked with plus that);
+    `file_bytes`: the largest file; `processes`: its tree's size (watched by the parent, not here)."""
 
     memory_bytes: int = 0
     file_bytes: int = 0
