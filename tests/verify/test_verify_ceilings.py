@@ -211,3 +211,27 @@ def test_a_timed_out_childs_daemon_is_gone_before_the_next_job_starts(toy_copy) 
 )  # fmt: skip
 def test_the_environment_a_child_gets_drops_ray_and_credentials_only(name, value, secret) -> None:
     assert (name in clean_environment({name: value})) is not secret
+
+
+def test_a_ray_nodes_child_gets_the_same_clean_environment(toy_copy, monkeypatch) -> None:
+    # The path a Ray task takes on its node, without Ray: the node server (a fresh process started from the
+    # worker, RAY_* in its environment as in a Ray worker's) forks each job's child through the fork executor.
+    from verify.run.cluster.server import NodeServer
+
+    root = toy_copy()
+    monkeypatch.setenv("RAY_AUTH_TOKEN", "ray-secret")
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
+    dump = Path("/dev/shm") / f"dflash-test-{uuid.uuid4().hex}-env"
+    source = (root / "toy" / "arith.py").read_text()
+    write = f"import os\n    open({str(dump)!r}, 'w').write(' '.join(os.environ))\n    return a * b"
+    job = Job("dumps", ("tests/gates/test_arith.py::test_mul",), 30.0,
+              (("toy/arith.py", source.replace("return a * b", write)),))  # fmt: skip
+    server = NodeServer(load_config(root), root)
+    try:
+        result = server.run(job)
+        assert result.state == "done", result
+        keys = dump.read_text().split()
+        assert keys and not [k for k in keys if k.startswith("RAY_")], keys
+    finally:
+        server.close()
+        dump.unlink(missing_ok=True)
