@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from verify.report.crashes import CrashKind
 from verify.report.files import read_json
 from verify.report.matrix import LEGEND, build_matrix
-from verify.report.verdict import CrashKind, Status
+from verify.report.verdict import Status
 from verify.run.executor import Executor, Job
 from verify.run.hardening import clean_environment
 from verify.run.settings import load_config

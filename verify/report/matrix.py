@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from verify.report.crashes import crash_kind
 from verify.report.summary import status_label
-from verify.report.verdict import GateOutcome, MutationResult, RunReport, crash_kind
+from verify.report.verdict import GateOutcome, MutationResult, RunReport
 
 __all__ = [
     "KIND_SYMBOL", "LEGEND", "SYMBOL", "SYMBOL_STYLE", "GateGroup", "Matrix", "MatrixRow", "build_matrix", "cell",

@@ -17,14 +17,12 @@ from typing import Any
 
 __all__ = [
     "Baseline",
-    "CrashKind",
     "GateOutcome",
     "MutationResult",
     "Outcome",
     "RunReport",
     "Status",
     "baseline_from_dict",
-    "crash_kind",
     "matches_gate",
     "result_from_dict",
     "status_from",
@@ -102,31 +100,6 @@ def status_from(outcomes: tuple[GateOutcome, ...]) -> Status:
     return Status.SURVIVED
 
 
-class CrashKind(StrEnum):
-    """Why a crash happened, where a ceiling says it (PIT's MEMORY_ERROR is `memory`): a child past its memory
-    ceiling, its process ceiling or its file-size ceiling. A crash of no named kind has none."""
-
-    MEMORY = "memory"
-    PROCESSES = "processes"
-    DISK = "disk"
-
-
-# exc_type (what the executor or Python names it) -> kind; messages below name the kind where the type is generic.
-_CRASH_TYPES = {
-    "MemoryError": CrashKind.MEMORY,
-    "MemoryCeiling": CrashKind.MEMORY,
-    "OutOfMemoryError": CrashKind.MEMORY,
-    "ProcessCeiling": CrashKind.PROCESSES,
-    "DiskCeiling": CrashKind.DISK,
-    "SIGXFSZ": CrashKind.DISK,
-}
-_CRASH_MESSAGES = (
-    ("can't allocate memory", CrashKind.MEMORY),  # torch's CPU allocator (a RuntimeError)
-    ("Cannot allocate memory", CrashKind.MEMORY),  # ENOMEM
-    ("File too large", CrashKind.DISK),  # EFBIG: a write past the file-size ceiling
-)
-
-
 @dataclass(frozen=True, slots=True)
 class GateOutcome:
     gate_id: str
@@ -147,7 +120,7 @@ class MutationResult:
     outcomes: tuple[GateOutcome, ...] = ()
     cached: bool = False
     attempts: int = 1  # children it took: a second one confirms a crash or timeout, or retries a not-run gate
-    crash_kind: str = ""  # a crash's CrashKind ("memory", "processes", "disk"), "" when it has none
+    crash_kind: str = ""  # a crash past a ceiling: "memory", "processes", "disk" (verify.report.crashes); else ""
 
     @property
     def red_by_check(self) -> tuple[str, ...]:
@@ -323,12 +296,3 @@ def result_from_dict(data: dict[str, Any]) -> MutationResult:
 
 def baseline_from_dict(data: dict[str, Any]) -> Baseline:
     return Baseline(data["status"], tuple(_outcome(g) for g in data["gates"]))
-
-
-def crash_kind(outcome: GateOutcome) -> CrashKind | None:
-    """The named kind of a red-by-exception outcome (a ceiling it went past), None for any other."""
-    if outcome.outcome is not Outcome.EXCEPTION:
-        return None
-    if outcome.exc_type in _CRASH_TYPES:
-        return _CRASH_TYPES[outcome.exc_type]
-    return next((kind for text, kind in _CRASH_MESSAGES if text in outcome.message), None)

@@ -2,15 +2,11 @@
 
 The parent copies the project's source roots, gates, conftest files and pytest config once into a pristine
 private tree, imports the preload modules (torch) and pytest, and never imports the project's own modules.
-Each child (`verify.run.child`) copies that tree for itself and journals its gates as they finish. Each child
-starts hardened (`verify.run.hardening`: a clean environment, stdin /dev/null, the kernel's first pick when
-memory runs out, memory and file-size ceilings). The parent keeps up to N children alive, kills one past its
-budget (scaled by the machine's measured load, less the load the job itself makes) or past its process or
-memory ceiling (the memory its whole tree holds, polled every 50 ms; every 0.5 s once it has children), ends
-everything a job started however the job ended (the parent is the subreaper of every process a child
-leaves), and turns what a child left behind into one outcome per gate: what finished, what was running when
-it hung or died (past a ceiling: `MemoryCeiling`, `ProcessCeiling`), and what never ran. A mutant's memory
-ceiling is scaled from what the unmutated children of this executor took, like its time.
+Each child (`verify.run.child`) copies that tree for itself and journals its gates as they finish; it starts
+hardened (`verify.run.hardening`). The parent keeps up to N children alive, ends one past its budget (scaled
+by the machine's load less the job's own) or past a ceiling (`verify.run.ceilings`), ends everything a job
+started however it ended (the parent is the subreaper of what a child leaves), and turns what a child left
+behind into one outcome per gate: what finished, what was running when it hung or died, and what never ran.
 On SIGINT or SIGTERM every child is killed and the finished results are returned. With `device = "cuda"`
 each child gets its own GPUs (`verify.run.devices`), and a parent that initialised CUDA is refused before any
 child starts. Children die with the parent, even a SIGKILLed one. It is one `verify.run.jobs.JobExecutor`;
@@ -39,7 +35,7 @@ from typing import Any
 import pytest
 
 from verify.report.verdict import GateOutcome, Outcome
-from verify.run import hardening, reaper
+from verify.run import ceilings, hardening, reaper
 from verify.run.child import JobPaths, prime, run_child
 from verify.run.devices import DevicePool, check_cuda_untouched, child_environment, visible_devices
 from verify.run.jobs import Job, JobResult
@@ -48,7 +44,7 @@ from verify.run.project import project_files
 from verify.run.recorder import read_journal
 from verify.run.settings import ProjectConfig
 
-__all__ = ["Executor", "Job", "JobResult", "load_scale"]
+__all__ = ["Executor", "Job", "JobResult"]
 
 _POLL_S = 0.01
 # pytest's exit codes for a session it could not run at all (an internal error, a usage error): no gate ran.
@@ -56,24 +52,6 @@ _PYTEST_REFUSED = {3: "internal error", 4: "usage error"}
 _LOAD_SAMPLE_S = 0.5
 _WATCH_S = 0.05  # how often each child's processes are counted against its ceiling
 _LEFTOVERS_S = 5.0  # to end what a finished job left behind, however deep
-_MEMORY_NEAR = 0.9  # a child that died with its peak this close to its memory ceiling died of it
-
-
-def load_scale(own: int = 0) -> float:
-    """How much slower than idle a CPU-bound child runs now: runnable tasks per core, at least 1.
-
-    The 4th field of /proc/loadavg counts tasks runnable right now (not a 1-minute average, which lags a
-    load that starts with the run). It includes the sampling process itself, hence the minus one. `own` is
-    what the job being timed has runnable now: counted as one, whatever it is (a fork bomb's load must not
-    stretch its own budget).
-    """
-    try:
-        running = int(Path("/proc/loadavg").read_text().split()[3].partition("/")[0]) - 1
-    except (OSError, ValueError, IndexError):
-        running = int(os.getloadavg()[0])
-    if own:
-        running = max(0, running - own) + 1
-    return max(1.0, running / (os.cpu_count() or 1))
 
 
 def _warm_pytest(empty: Path) -> None:
@@ -108,9 +86,8 @@ class Executor:
         each hold one); the memory ceiling divides the machine by it, or by the run's jobs if more."""
         self.config = config
         self._slots = slots
-        self._pristine_peak = 0  # the most memory an unmutated child of this executor took (peak RSS)
-        self._keep: set[int] = set()
-        self._was_subreaper = False
+        self._peak = 0  # the most memory an unmutated child of this executor took (peak RSS)
+        self._keep, self._was_subreaper = set[int](), False
         self.pristine = Path()
         self._tmp = ""
         self._count = 0
@@ -134,8 +111,7 @@ class Executor:
             check_cuda_untouched()  # on the CPU, children never touch CUDA, whatever the parent did
         _warm_pytest(Path(self._tmp, "warm"))
         prime(self.config.root)
-        # Whatever a child leaves behind comes back here when the child ends (on a Ray node too, where nothing
-        # else would take it in), so it is ended after every job.
+        # What a child leaves behind comes back here (on a Ray node too) and is ended after every job.
         self._keep, self._was_subreaper = reaper.children(), reaper.is_subreaper()
         reaper.become_subreaper()
         # Objects alive now are shared by every child: freezing them keeps each child's collections
@@ -167,15 +143,19 @@ class Executor:
                 while pending and len(running) < max(1, num_jobs):
                     job = pending.pop()
                     gpus = self._pool.acquire() if self._pool is not None else -1
-                    ceilings = self._ceilings(job, num_jobs)
-                    pid, paths = self._spawn(job, self._pool.devices(gpus) if self._pool is not None else (), ceilings)
-                    running[pid] = _Running(job, paths, time.monotonic(), [load_scale()], gpus, ceilings)
+                    limits = ceilings.for_child(self.config, bool(job.overrides), (num_jobs, self._slots), self._peak)
+                    pid, paths = self._spawn(job, self._pool.devices(gpus) if self._pool is not None else (), limits)
+                    running[pid] = _Running(job, paths, time.monotonic(), [ceilings.load_scale()], gpus, limits)
                 if time.monotonic() - last_watch > _WATCH_S:
                     last_watch = time.monotonic()
                     sample = last_watch - last_sample > _LOAD_SAMPLE_S
                     last_sample = last_watch if sample else last_sample
-                    for pid, entry in running.items():
-                        self._watch(pid, entry, sample)
+                    for pid, entry in running.items():  # its ceilings (ended past one), the load less its own
+                        processes = reaper.tree(pid)
+                        if not entry.breach[0]:
+                            entry.breach = ceilings.check(pid, processes, entry.ceilings, sample)
+                        if sample:
+                            entry.scales.append(ceilings.load_scale(own=reaper.running_tasks(processes)))
                 if not self._reap(running, done, on_done):
                     time.sleep(_POLL_S)
         finally:
@@ -198,15 +178,14 @@ class Executor:
                 reaper.end_tree(pid)  # past its budget: it and everything beneath it, while it is still ours
             self._kill(pid)  # whatever it left running in its group dies too
             del running[pid]
-            # Whatever the job started outside its group came back here when the child ended: it ends now,
-            # before another job's window opens, however this one ended.
+            # What the job started outside its group came back here: it ends before another job's window opens.
             reaper.end_children(keep=self._keep | set(running), within_s=_LEFTOVERS_S)
             # Its peak resident memory: a fork's counts only the pages it touched, so this is what it took.
             peak = usage.ru_maxrss * 1024 if finished else 0
             exit_code = os.waitstatus_to_exitcode(status) if finished else None
             result = self._collect(entry, exit_code, elapsed, peak)
             if not entry.job.overrides and result.state == "done":
-                self._pristine_peak = max(self._pristine_peak, peak)
+                self._peak = max(self._peak, peak)
             if self._pool is not None and entry.gpus >= 0:
                 self._pool.release(entry.gpus)
             if entry.job.share_bytecode and result.state == "done" and not entry.job.overrides:  # a mutant's copy
@@ -226,39 +205,7 @@ class Executor:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
 
-    def _ceilings(self, job: Job, num_jobs: int) -> hardening.Ceilings:
-        """A child's ceilings: memory at most the machine's share per child; a mutant's scaled from what the
-        unmutated children took (none measured yet: the share)."""
-        config, memory = self.config, 0
-        if config.memory_factor:
-            memory = hardening.memory_bytes() // max(1, num_jobs, self._slots)
-            if job.overrides and self._pristine_peak:
-                wanted = max(config.memory_min_mb << 20, int(config.memory_factor * self._pristine_peak))
-                memory = min(memory, wanted) if memory else wanted
-        return hardening.Ceilings(memory, config.file_max_mb << 20, config.processes_max)
-
-    def _watch(self, pid: int, entry: _Running, sample_load: bool) -> None:
-        """Count the job's processes and the memory they hold against its ceilings (ended at once past one);
-        with `sample_load`, record the machine's load less what the job itself makes."""
-        processes, ceilings = reaper.tree(pid), entry.ceilings
-        if ceilings.processes and len(processes) > ceilings.processes and not entry.breach[0]:
-            reaper.end_tree(pid)
-            entry.breach = ("ProcessCeiling", f"{len(processes)} processes, past its ceiling of "
-                            f"{ceilings.processes} ([tool.dflash] processes_max)")  # fmt: skip
-        # A lone child every tick; a tree (its processes' proportional sets, costlier) with each load sample.
-        if ceilings.memory_bytes and not entry.breach[0] and (len(processes) == 1 or sample_load):
-            resident = reaper.resident_bytes(processes)
-            if resident > ceilings.memory_bytes:
-                reaper.end_tree(pid)
-                entry.breach = ("MemoryCeiling", f"{resident >> 20} MiB resident, past its ceiling of "
-                                f"{ceilings.memory_bytes >> 20} MiB ([tool.dflash] memory_factor)")  # fmt: skip
-        if sample_load:
-            entry.scales.append(load_scale(own=reaper.running_tasks(processes)))
-
-    def _spawn(
-        self, job: Job, gpus: tuple[str, ...] = (), ceilings: hardening.Ceilings | None = None
-    ) -> tuple[int, JobPaths]:
-        ceilings = ceilings or hardening.Ceilings()
+    def _spawn(self, job: Job, gpus: tuple[str, ...], limits: hardening.Ceilings) -> tuple[int, JobPaths]:
         self._count += 1
         paths = JobPaths(Path(self._tmp, "jobs", f"{self._count}"))
         paths.base.mkdir(parents=True)
@@ -277,7 +224,7 @@ class Executor:
                 hardening.die_with_parent(parent)
                 reaper.become_subreaper()  # what the job starts comes back here when its parent dies
                 # Before the project's code: no secret of the harness, no terminal, the ceilings.
-                hardening.harden(environment, ceilings)
+                hardening.harden(environment, limits)
                 log_fd = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 os.dup2(log_fd, 1)
                 os.dup2(log_fd, 2)
@@ -305,10 +252,8 @@ class Executor:
         job, paths = entry.job, entry.paths
         started, finished, stopped = read_journal(paths.journal)
         data = json.loads(paths.result.read_text()) if exit_code == 0 and paths.result.is_file() else {}
-        memory = entry.ceilings.memory_bytes
-        if not entry.breach[0] and exit_code and not data and memory and peak >= _MEMORY_NEAR * memory:
-            # Died (a signal, an abort in C code that could not allocate) right at its memory ceiling.
-            entry.breach = ("MemoryCeiling", f"died ({_ended(exit_code)}) at its memory ceiling of {memory >> 20} MiB")
+        if not entry.breach[0] and exit_code and not data:  # died: at its memory ceiling?
+            entry.breach = ceilings.died_at(peak, entry.ceilings, exit_code)
         if entry.breach[0]:
             state, why = "died", entry.breach[1]
             running_outcome = GateOutcome("", Outcome.EXCEPTION, 0.0, entry.breach[0], why)
@@ -325,7 +270,7 @@ class Executor:
             running_outcome = GateOutcome("", Outcome.NOT_RUN, 0.0, "Interrupted", "the session ended inside it")
         else:
             kind = signal.Signals(-exit_code).name if exit_code < 0 else f"exit {exit_code}"
-            what = _ended(exit_code)
+            what = f"killed by {kind}" if exit_code < 0 else f"exited with code {exit_code}"
             tail = paths.log.read_text(errors="replace").strip().splitlines()[-1:] if paths.log.is_file() else []
             state, why = "died", what + (f": {tail[0][:160]}" if tail else "")
             running_outcome = GateOutcome("", Outcome.EXCEPTION, 0.0, kind, why)
@@ -348,10 +293,6 @@ class Executor:
             job.key, state, elapsed, tuple(outcomes), why, int(data.get("pytest_exit", -1)),
             tuple(data.get("loaded", ())), collect_errors, data.get("coverage"), tuple(data.get("order", ())),
         )  # fmt: skip
-
-
-def _ended(exit_code: int) -> str:
-    return f"killed by {signal.Signals(-exit_code).name}" if exit_code < 0 else f"exited with code {exit_code}"
 
 
 def _replace_id(outcome: GateOutcome, gate_id: str) -> GateOutcome:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 
-from verify.report.verdict import GateOutcome, MutationResult, Outcome, Status, crash_kind, status_from
+from verify.report.crashes import crash_kind
+from verify.report.verdict import GateOutcome, MutationResult, Outcome, Status, status_from
 
 __all__ = ["needs_second_attempt", "resolve", "verdict", "voided"]
 

@@ -173,16 +173,10 @@ class ProjectConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ConfigError(f"[tool.dflash] {name} must be a positive number, got {value!r}")
-        if (
-            isinstance(self.memory_factor, bool)
-            or not isinstance(self.memory_factor, int | float)
-            or not (0 <= self.memory_factor < float("inf"))
-        ):
-            raise ConfigError(f"[tool.dflash] memory_factor must be a number >= 0, got {self.memory_factor!r}")
-        for name in ("memory_min_mb", "processes_max", "file_max_mb"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ConfigError(f"[tool.dflash] {name} must be an integer >= 0, got {value!r}")
+        for name, kind in (("memory_factor", int | float), ("memory_min_mb", int), ("processes_max", int),
+                           ("file_max_mb", int)):  # fmt: skip
+            if isinstance(value := getattr(self, name), bool) or not isinstance(value, kind) or not 0 <= value < 1e18:
+                raise ConfigError(f"[tool.dflash] {name} must be a finite number >= 0, got {value!r}")
         check_writable(self.root, self.writable, ConfigError)
 
     @property
@@ -238,10 +232,7 @@ _SCALAR_KEYS = (
     "timeout_factor",
     "timeout_min_s",
     "baseline_timeout_s",
-    "memory_factor",
-    "memory_min_mb",
-    "processes_max",
-    "file_max_mb",
+    *("memory_factor", "memory_min_mb", "processes_max", "file_max_mb"),
     "flake_reruns",
     "executor",
     "device",
