@@ -1,7 +1,8 @@
-"""What a child may take and what it inherits, against the real CLI and the fork executor: a memory hog and a
-bounded fork bomb are crashes of a named kind, confirmed, their siblings' verdicts unchanged and every process
-they made ended; a child's environment holds no Ray variable and no credential, its stdin is /dev/null and the
-kernel picks it first; a timed-out child's daemon is gone before the next job starts.
+"""What a child may take and what it inherits, against the real CLI and the fork executor: a memory hog, a
+disk filler and a bounded fork bomb are crashes of a named kind, confirmed, their siblings' verdicts unchanged
+and every process they made ended; a child's environment holds no Ray variable and no credential (on a Ray
+node's path too), its stdin is /dev/null and the kernel picks it first; a timed-out child's daemon is gone
+before the next job starts.
 """
 
 from __future__ import annotations
@@ -73,6 +74,12 @@ def bomb():
             pids.write(f"{pid}\\n")
 
 
+def fill():
+    # One file past a ceiling of 1 MiB, in the child's own temp folder.
+    with open(os.path.join(os.environ["TMPDIR"], "big"), "wb") as big:
+        big.write(bytes(2 << 20))
+
+
 def dump_environment():
     with open(f"{SHARED}/env-{os.getpid()}.json", "w") as dump:
         oom = open("/proc/self/oom_score_adj").read().strip()
@@ -85,6 +92,7 @@ MUTATIONS = {
     "changes-nothing": ("return a * b", "return b * a"),
     "memory-hog": ("return a + b", _CALL.format("hog", "+")),
     "fork-bomb": ("return a + b", _CALL.format("bomb", "+")),
+    "fills-disk": ("return a * b", _CALL.format("fill", "*")),
     "dumps-environment": ("return a * b", _CALL.format("dump_environment", "*")),
 }
 
@@ -110,7 +118,7 @@ def _project(tmp_path: Path, names: list[str]) -> tuple[Path, Path]:
         '[tool.pytest.ini_options]\nmarkers = ["gate: a gate"]\n\n[tool.dflash]\n'
         'mutation_modules = ["hostile_mutations"]\ngates = ["tests/gates"]\nsource_roots = ["hostile"]\n'
         "jobs = 2\ntimeout_factor = 5.0\ntimeout_min_s = 20.0\nflake_reruns = 1\npreload = []\n"
-        "memory_factor = 1.0\nmemory_min_mb = 256\nprocesses_max = 8\n"
+        "memory_factor = 1.0\nmemory_min_mb = 256\nprocesses_max = 8\nfile_max_mb = 1\n"
         f"writable = [{str(shared)!r}]\n"
     )
     return root, shared
@@ -124,7 +132,7 @@ def _gone(pid: int) -> bool:
     return False
 
 
-def test_a_memory_hog_and_a_fork_bomb_crash_by_name_and_their_siblings_keep_their_verdicts(
+def test_a_memory_hog_a_fork_bomb_and_a_disk_filler_crash_by_name_and_their_siblings_keep_their_verdicts(
     tmp_path, cli, monkeypatch
 ) -> None:
     root, shared = _project(tmp_path, list(MUTATIONS))
@@ -147,13 +155,15 @@ def test_a_memory_hog_and_a_fork_bomb_crash_by_name_and_their_siblings_keep_thei
     assert by_name["assertion-kill"].status is Status.KILLED, result.output
     assert by_name["changes-nothing"].status is Status.SURVIVED, result.output
     assert by_name["dumps-environment"].status is Status.SURVIVED, result.output
-    for name, kind in (("memory-hog", CrashKind.MEMORY), ("fork-bomb", CrashKind.PROCESSES)):
+    kinds = (("memory-hog", CrashKind.MEMORY), ("fork-bomb", CrashKind.PROCESSES), ("fills-disk", CrashKind.DISK))
+    for name, kind in kinds:
         crashed = by_name[name]
         assert (crashed.status, crashed.crash_kind) == (Status.CRASHED, kind), (crashed, result.output)
         assert crashed.attempts == 2 and crashed.reason.startswith(f"{kind}: "), crashed
     # In the matrix and its legend, and in the JSON as written (not only as read back).
     cells = {row.name: row.cells for row in build_matrix(report).rows}
-    assert cells["memory-hog"] == ("M",) and cells["fork-bomb"] == ("P",) and "M memory" in LEGEND
+    assert (cells["memory-hog"], cells["fork-bomb"], cells["fills-disk"]) == (("M",), ("P",), ("D",))
+    assert "M memory  P processes  D disk" in LEGEND
     written = {m["name"]: m for m in json.loads((tmp_path / "r.json").read_text())["mutations"]}
     assert written["memory-hog"]["crash_kind"] == "memory"
     assert result.exit_code == 1  # crashes and survivors fail the run; the machine and the run carried on
