@@ -246,3 +246,35 @@ def test_a_ray_nodes_child_gets_the_same_clean_environment(toy_copy, monkeypatch
     finally:
         server.close()
         dump.unlink(missing_ok=True)
+
+
+def test_a_childs_own_load_does_not_stretch_its_budget(monkeypatch) -> None:
+    from verify.run import ceilings
+
+    class Loadavg:  # 102 tasks runnable besides the sampler, 100 of them the timed child's (a fork bomb)
+        def __init__(self, path: str) -> None:
+            assert path == "/proc/loadavg"
+
+        def read_text(self) -> str:
+            return "9.0 9.0 9.0 103/900 4242\n"
+
+    monkeypatch.setattr(ceilings, "Path", Loadavg)
+    monkeypatch.setattr(ceilings.os, "cpu_count", lambda: 2)
+    assert ceilings.load_scale() == 51.0  # the machine as a whole: 102 runnable on 2 cores
+    assert ceilings.load_scale(own=100) == 1.5  # the child counted as one: 3 runnable on 2 cores
+
+
+def test_a_mutants_memory_ceiling_scales_with_the_unmutated_childs_peak_within_the_machines_share(
+    toy_copy, monkeypatch
+) -> None:
+    from verify.run import ceilings
+
+    config = load_config(toy_copy())  # memory_factor 4.0, memory_min_mb 2048 by default
+    monkeypatch.setattr(ceilings.hardening, "memory_bytes", lambda: 64 << 30)
+    mib = 1 << 20
+    assert ceilings.for_child(config, True, (4, 0), 1024 * mib).memory_bytes == 4096 * mib  # 4 x the peak
+    assert ceilings.for_child(config, True, (4, 0), 100 * mib).memory_bytes == 2048 * mib  # the floor
+    assert ceilings.for_child(config, True, (4, 0), 8192 * mib).memory_bytes == 16384 * mib  # the share
+    assert ceilings.for_child(config, True, (2, 16), 8192 * mib).memory_bytes == 4096 * mib  # a node's slots
+    assert ceilings.for_child(config, False, (4, 0), 100 * mib).memory_bytes == 16384 * mib  # unmutated: share
+    assert ceilings.for_child(config, True, (4, 0), 0).memory_bytes == 16384 * mib  # nothing measured: share
