@@ -179,7 +179,8 @@ class Executor:
             self._kill(pid)  # whatever it left running in its group dies too
             del running[pid]
             # What the job started outside its group came back here: it ends before another job's window opens.
-            reaper.end_children(keep=self._keep | set(running), within_s=_LEFTOVERS_S)
+            if reaper.has_strays(keep := self._keep | set(running)):
+                reaper.end_children(keep=keep, within_s=_LEFTOVERS_S)
             # Its peak resident memory: a fork's counts only the pages it touched, so this is what it took.
             peak = usage.ru_maxrss * 1024 if finished else 0
             exit_code = os.waitstatus_to_exitcode(status) if finished else None

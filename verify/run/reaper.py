@@ -24,8 +24,8 @@ from collections.abc import Collection
 from pathlib import Path
 
 __all__ = [
-    "become_subreaper", "children", "end_children", "end_tree", "is_subreaper", "resident_bytes", "running_tasks",
-    "tree",
+    "become_subreaper", "children", "end_children", "end_tree", "has_strays", "is_subreaper", "resident_bytes",
+    "running_tasks", "tree",
 ]  # fmt: skip
 
 _PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37
@@ -54,6 +54,13 @@ def children() -> set[int]:
             if int(stat_file.read_text().rpartition(")")[2].split()[1]) == me:
                 found.add(int(stat_file.parent.name))
     return found
+
+
+def has_strays(keep: Collection[int]) -> bool:
+    """Whether this process has a child not in `keep`, from its threads' children lists (~0.1 ms, where
+    `children` scans every process: tens of ms on a busy machine). The lists are exact only for stopped
+    children, so a stray this misses is ended by the next `end_children` (at the latest, the run's last)."""
+    return bool(set(_children_of(os.getpid())) - set(keep))
 
 
 def _children_of(pid: int) -> list[int]:
