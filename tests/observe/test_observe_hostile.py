@@ -102,3 +102,20 @@ def test_explain_of_an_unconfined_mutant_writing_the_users_tree_is_exit_4(toy: P
     done = _dflash("verify", "explain", "plants-file", "--project", str(root), env={"DFLASH_CONFINE": "off"})
     assert done.returncode == 4, done.stdout + done.stderr
     assert "changed the user's files: planted.txt" in done.stderr, done.stderr
+
+
+def test_an_observed_memory_hog_and_fork_bomb_are_ended_and_named_never_explained(toy: Path) -> None:
+    from verify.observe.api import SessionOptions, explain_overrides
+    from verify.run.settings import load_config
+
+    pyproject = toy / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text() + "memory_factor = 1.0\nmemory_min_mb = 64\nprocesses_max = 8\n")
+    source = (toy / "toy" / "engine.py").read_text()
+    hog = "grown = []\n    while True:\n        grown.append(bytearray(32 << 20))"
+    bomb = "import os, time\n    for _ in range(40):\n        if os.fork() == 0:\n            time.sleep(120)"
+    mutants = {name: {"toy/engine.py": source.replace("return x * 2.5", body)}
+               for name, body in (("hog", hog), ("bomb", bomb))}  # fmt: skip
+    run = explain_overrides(load_config(toy), mutants, SessionOptions(jobs=2))
+    assert not run.explanations  # no observation: never explained, never equivalent
+    assert run.failures["hog"].startswith("memory: "), run.failures
+    assert run.failures["bomb"].startswith("processes: "), run.failures

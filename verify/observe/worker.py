@@ -36,6 +36,7 @@ __all__ = ["DRIFT", "FAILURE", "PRISTINE", "PRISTINE_AGAIN", "RESULT", "job_id",
 PRISTINE, PRISTINE_AGAIN, DRIFT = "pristine", "pristine-again", "nondeterministic"
 RESULT, FAILURE = "result.json", "failure"
 _LEFTOVERS_S = 5.0
+_KINDS = {"MemoryCeiling": "memory: ", "ProcessCeiling": "processes: "}  # a breach's crash kind, as the run names it
 
 
 def job_id(index: int) -> str:
@@ -82,9 +83,9 @@ def _child(job: dict[str, Any], spec: dict[str, Any], pristine: Any, out: Path, 
             def stop(so_far: record.Observation) -> bool:
                 # Only the workload just finished can hold a new divergence; the pristine run's part of it.
                 workload = so_far.entries[-1][0][0] if so_far.entries else ""
-                mine = record.Observation(tuple(e for e in so_far.entries if e[0][0] == workload))
+                ours = record.Observation(tuple(e for e in so_far.entries if e[0][0] == workload))
                 theirs = record.Observation(tuple(e for e in pristine.entries if e[0][0] == workload))
-                return not compare.compare(theirs, mine, tolerance).is_equivalent
+                return not compare.compare(theirs, ours, tolerance).is_equivalent
 
         observation, seconds = protocol.observe(observer, scrub, spec.get("budget_s"), stop)
         result: dict[str, Any] = {"id": spec["id"], "digest": record.digest(observation), "seconds": seconds}
@@ -129,42 +130,38 @@ def _fail(out: Path, name: str, why: str) -> None:
 
 
 def _run(job: dict[str, Any], specs: list[dict[str, Any]], pristine: Any, out: Path, jobs: int, limit_s: float) -> None:
-    """Up to `jobs` children at once; a child past `limit_s`, its process ceiling or its memory ceiling (its
-    tree's resident memory) is ended with everything beneath it, and whatever a child left behind ends when it
+    """Up to `jobs` children at once; a child past `limit_s`, its process ceiling or its memory ceiling
+    (`verify.run.ceilings`) is ended with everything beneath it, and whatever a child left behind ends when it
     does."""
-    from verify.run import reaper
+    from verify.run import ceilings, hardening, reaper
 
     processes_max = int(job.get("processes_max", 0))
-    queue, running, memory, ticks = list(specs), dict[int, tuple[str, float]](), dict[int, int](), 0
+    queue, running, limits, ticks = list(specs), dict[int, tuple[str, float]](), dict[int, hardening.Ceilings](), 0
     while queue or running:
         while queue and len(running) < jobs:
             spec = queue.pop(0)
             pid = _start(job, spec, pristine, out)
-            running[pid], memory[pid] = (spec["id"], time.monotonic()), int(spec.get("memory_bytes", 0))
+            running[pid] = (spec["id"], time.monotonic())
+            limits[pid] = hardening.Ceilings(int(spec.get("memory_bytes", 0)), 0, processes_max)
         time.sleep(0.02)
         ticks += 1
         for pid, (name, started) in list(running.items()):
             done, status = os.waitpid(pid, os.WNOHANG)
             if done == 0:
-                processes = reaper.tree(pid)
-                # A lone child every tick; a tree (its processes' proportional sets, costlier) every 25th.
-                seldom = len(processes) == 1 or ticks % 25 == 0
-                resident = reaper.resident_bytes(processes) if memory.get(pid) and seldom else 0
-                if time.monotonic() - started > limit_s:
-                    why = f"killed after {limit_s:.0f} s: the child outlived its budget"
-                elif processes_max and len(processes) > processes_max:
-                    why = f"processes: {len(processes)} processes, past its ceiling of {processes_max}"
-                elif resident > memory.get(pid, 0) > 0:
-                    why = f"memory: {resident >> 20} MiB resident, past its ceiling of {memory[pid] >> 20} MiB"
-                else:
+                # The verify run's watch: a lone child's memory every tick, a tree's every 25th (costlier).
+                kind, why = ceilings.check(pid, reaper.tree(pid), limits[pid], ticks % 25 == 0)
+                if not kind and time.monotonic() - started <= limit_s:
                     continue
-                reaper.end_tree(pid)
+                if not kind:
+                    reaper.end_tree(pid)
+                    why = f"killed after {limit_s:.0f} s: the child outlived its budget"
                 os.waitpid(pid, 0)
-                _fail(out, name, why)
+                _fail(out, name, f"{_KINDS.get(kind, '')}{why}")
             else:
                 _fail(out, name, f"the child ended without a result (wait status {status})")
             del running[pid]
-            reaper.end_children(keep=set(running), within_s=_LEFTOVERS_S)
+            if reaper.has_strays(running):
+                reaper.end_children(keep=set(running), within_s=_LEFTOVERS_S)
 
 
 def _read(out: Path, name: str) -> dict[str, Any]:
