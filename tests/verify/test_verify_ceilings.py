@@ -272,9 +272,9 @@ def test_a_mutants_memory_ceiling_scales_with_the_unmutated_childs_peak_within_t
     config = load_config(toy_copy())  # memory_factor 4.0, memory_min_mb 2048 by default
     monkeypatch.setattr(ceilings.hardening, "memory_bytes", lambda: 64 << 30)
     mib = 1 << 20
-    assert ceilings.for_child(config, True, (4, 0), 1024 * mib).memory_bytes == 4096 * mib  # 4 x the peak
-    assert ceilings.for_child(config, True, (4, 0), 100 * mib).memory_bytes == 2048 * mib  # the floor
-    assert ceilings.for_child(config, True, (4, 0), 8192 * mib).memory_bytes == 16384 * mib  # the share
-    assert ceilings.for_child(config, True, (2, 16), 8192 * mib).memory_bytes == 4096 * mib  # a node's slots
-    assert ceilings.for_child(config, False, (4, 0), 100 * mib).memory_bytes == 16384 * mib  # unmutated: share
-    assert ceilings.for_child(config, True, (4, 0), 0).memory_bytes == 16384 * mib  # nothing measured: share
+    assert ceilings.for_child(config, "a-mutant", (4, 0), 1024 * mib).memory_bytes == 4096 * mib  # 4 x the peak
+    assert ceilings.for_child(config, "a-mutant", (4, 0), 100 * mib).memory_bytes == 2048 * mib  # the floor
+    assert ceilings.for_child(config, "a-mutant", (4, 0), 8192 * mib).memory_bytes == 16384 * mib  # the share
+    assert ceilings.for_child(config, "a-mutant", (2, 16), 8192 * mib).memory_bytes == 4096 * mib  # a node's slots
+    assert ceilings.for_child(config, "_baseline 1/1", (4, 0), 100 * mib).memory_bytes == 16384 * mib  # harness
+    assert ceilings.for_child(config, "a-mutant", (4, 0), 0).memory_bytes == 16384 * mib  # nothing measured: share

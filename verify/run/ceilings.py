@@ -17,22 +17,25 @@ from pathlib import Path
 from verify.run import hardening, reaper
 from verify.run.settings import ProjectConfig
 
-__all__ = ["check", "died_at", "for_child", "load_scale"]
+__all__ = ["check", "died_at", "for_child", "harness_job", "load_scale"]
 
 _MEMORY_NEAR = 0.9  # a child that died with its peak this close to its memory ceiling died of it
 NONE = ("", "")  # (exc_type, why): no breach
 
 
-def for_child(
-    config: ProjectConfig, is_mutant: bool, sharing: tuple[int, int], pristine_peak: int
-) -> hardening.Ceilings:
-    """A child's ceilings. Memory: at most the machine's share per child (`sharing`: the children this run
-    holds at once, and the slots of the machine when more); a mutant's `max(memory_min_mb, memory_factor x the
-    largest peak of an unmutated child)` once one was measured, else the share."""
+def harness_job(key: str) -> bool:
+    """The harness's own job (baseline, self-check, flake check: keys "_..."), not a mutant's."""
+    return key.startswith("_")
+
+
+def for_child(config: ProjectConfig, key: str, sharing: tuple[int, int], pristine_peak: int) -> hardening.Ceilings:
+    """The ceilings of the child for job `key`. Memory: at most the machine's share per child (`sharing`: the
+    children this run holds at once, and the slots of the machine when more); a mutant's `max(memory_min_mb,
+    memory_factor x the largest peak of the harness's own children)` once one was measured, else the share."""
     memory = 0
     if config.memory_factor:
         memory = hardening.memory_bytes() // max(1, *sharing)
-        if is_mutant and pristine_peak:
+        if not harness_job(key) and pristine_peak:
             wanted = max(config.memory_min_mb << 20, int(config.memory_factor * pristine_peak))
             memory = min(memory, wanted) if memory else wanted
     return hardening.Ceilings(memory, config.file_max_mb << 20, config.processes_max)

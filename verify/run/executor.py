@@ -143,7 +143,7 @@ class Executor:
                 while pending and len(running) < max(1, num_jobs):
                     job = pending.pop()
                     gpus = self._pool.acquire() if self._pool is not None else -1
-                    limits = ceilings.for_child(self.config, bool(job.overrides), (num_jobs, self._slots), self._peak)
+                    limits = ceilings.for_child(self.config, job.key, (num_jobs, self._slots), self._peak)
                     pid, paths = self._spawn(job, self._pool.devices(gpus) if self._pool is not None else (), limits)
                     running[pid] = _Running(job, paths, time.monotonic(), [ceilings.load_scale()], gpus, limits)
                 if time.monotonic() - last_watch > _WATCH_S:
@@ -185,7 +185,7 @@ class Executor:
             peak = usage.ru_maxrss * 1024 if finished else 0
             exit_code = os.waitstatus_to_exitcode(status) if finished else None
             result = self._collect(entry, exit_code, elapsed, peak)
-            if not entry.job.overrides and result.state == "done":
+            if ceilings.harness_job(entry.job.key) and result.state == "done":
                 self._peak = max(self._peak, peak)
             if self._pool is not None and entry.gpus >= 0:
                 self._pool.release(entry.gpus)
