@@ -126,7 +126,9 @@ def harden(environment: Mapping[str, str], ceilings: Ceilings) -> None:
         sys.stdin = open(0, errors="replace", closefd=False)  # noqa: SIM115  (the fd lives as long as the child)
     with contextlib.suppress(OSError):
         Path("/proc/self/oom_score_adj").write_text(str(_OOM_SCORE_ADJ))
-    if ceilings.memory_bytes:
+    # No backstop on a GPU: the CUDA driver's own mappings under RLIMIT_DATA were never measured (the parent's
+    # watch of the memory the tree holds still applies).
+    if ceilings.memory_bytes and cleaned.get("DFLASH_DEVICE") != "cuda":
         limit = vm_data_bytes() + ceilings.memory_bytes
         with contextlib.suppress(OSError, ValueError):
             resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
