@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy
 import pytest
 import torch
 
-from verify.observe.compare import ATOL, RTOL, Tolerance, compare
+from verify.observe.compare import ATOL, RTOL, Comparison, Tolerance, compare
 from verify.observe.explain import EQUIVALENT, explain
 from verify.observe.record import Observation, Recorder, digest, normalise
 
@@ -148,3 +149,25 @@ def test_every_difference_of_value_or_shape_diverges(pristine: object, mutant: o
     assert digest(a) != digest(b)
     assert compare(a, _observation(("w", 0, 0, "v", pristine))).is_equivalent  # and each equals itself
     assert digest(a) == digest(_observation(("w", 0, 0, "v", pristine)))
+
+
+def test_an_observation_and_its_comparison_cross_processes_as_json_bit_for_bit() -> None:
+    from verify.observe.record import from_data, to_data
+
+    recorder = Recorder(workload="w")
+    recorder.emit(0, 0, "logits", torch.tensor([[1.5, float("nan")], [float("inf"), -0.0]]))
+    recorder.emit(0, 1, "half", torch.tensor([0.1, 2.0], dtype=torch.bfloat16))
+    recorder.emit(1, -1, "complex", torch.tensor([1 + 2j], dtype=torch.complex64))
+    recorder.emit(1, -1, "ids", torch.tensor([[3, 4]]))
+    recorder.emit(-1, -1, "misc", {"a": None, "b": (True, 2.5, "s")})
+    observation = recorder.observation()
+    back = from_data(json.loads(json.dumps(to_data(observation))))
+    assert digest(back) == digest(observation)  # every key and value, bit for bit
+    mutant = Recorder(workload="w")
+    mutant.emit(0, 0, "logits", torch.tensor([[1.5, float("nan")], [float("inf"), 1.0]]))
+    comparison = compare(observation, mutant.observation())
+    assert Comparison.from_data(json.loads(json.dumps(comparison.to_data()))) == comparison
+    # Data a child wrote is checked, never trusted: anything but the shapes above is refused by name.
+    for bad in ({"not": "a list"}, [[["w", 0, 0, "x"], {"dtype": "torch.int64", "shape": [1], "bytes": ""}]]):
+        with pytest.raises(ValueError):
+            from_data(bad)

@@ -4,7 +4,8 @@ kind of gate would see it. Parse, call `verify.observe.api`, print plain text; t
 
 Exit codes: 0 explained (observable or observably equivalent); 2 bad input (unknown name, no observer
 configured, a stale mutant); 3 the pristine tree fails its own observation run, or the observation harness
-failed for a mutant (named, never an explanation).
+failed for a mutant (named, never an explanation); 4 the user's files changed while the observation ran (named:
+nothing observed is trusted).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from verify.cli.mutations import ProjectOption
 
 __all__ = ["explain_mutation", "explain_sweep_mutant"]
 
-EXIT_USAGE, EXIT_HARNESS = 2, 3
+EXIT_USAGE, EXIT_HARNESS, EXIT_TREE = 2, 3, 4
 
 JobsOption = Annotated[int, typer.Option("--jobs", "-j", min=1, help="Mutants observed at once.")]
 JsonOut = Annotated[Path | None, typer.Option("--json", help="Also write the explanations here as JSON.")]
@@ -56,13 +57,16 @@ def _render(run: Any, json_path: Path | None) -> None:
 
 
 def _observed(observe: Callable[[], T]) -> T:
-    """What `observe` returns; no observer is a usage error (exit 2), the observation's own failure exit 3."""
-    from verify.observe.api import NoObserverError, ObserveHarnessError
+    """What `observe` returns; no observer is a usage error (exit 2), the observation's own failure exit 3, a
+    change to the user's files exit 4."""
+    from verify.observe.api import NoObserverError, ObserveHarnessError, ObserveTreeError
 
     try:
         return observe()
     except NoObserverError as error:
         raise _fail(str(error), EXIT_USAGE) from None
+    except ObserveTreeError as error:
+        raise _fail(f"harness error: {error}", EXIT_TREE) from None
     except ObserveHarnessError as error:
         raise _fail(f"harness error: {error}", EXIT_HARNESS) from None
 
@@ -95,7 +99,8 @@ def explain_mutation(
     ([tool.dflash] observe) and prints the first divergence (workload, step, row, what, by how much), what
     else diverges after it, what stays equal (committed tokens equal: the verify hid the bug) and the kind of
     gate that would see it. No divergence: "observably equivalent on these fixtures", with what was compared.
-    Exit 0 explained; 2 unknown name or no observer; 3 the pristine tree fails its own observation run.
+    Exit 0 explained; 2 unknown name or no observer; 3 the pristine tree fails its own observation run; 4 the
+    user's files changed while it ran.
 
     \b
     Examples:
@@ -195,13 +200,19 @@ def explain_sweep_mutant(
 
 
 def add_explanations(
-    config: Any, mutations: Mapping[str, Any], report: Any, details: dict[str, Any], options: Any = None
+    config: Any,
+    mutations: Mapping[str, Any],
+    report: Any,
+    details: dict[str, Any],
+    options: Any = None,
+    problems: list[str] | None = None,
 ) -> dict[str, Any]:
     """A verify run's survivors (declared ones included) with their explanation in their report detail. The
-    observation's own trouble is printed by name and leaves the verdicts and the exit code alone."""
+    observation's own trouble is printed by name and leaves the verdicts and the exit code alone; a change to
+    the user's files while it ran is printed and added to `problems` (the run's harness errors: exit 4)."""
     import dataclasses
 
-    from verify.observe.api import NoObserverError, ObserveHarnessError, explain_catalog
+    from verify.observe.api import NoObserverError, ObserveHarnessError, ObserveTreeError, explain_catalog
 
     survivors = {
         r.name: mutations[r.name] for r in report.mutations if str(r.status) == "survived" and r.name in mutations
@@ -212,6 +223,11 @@ def add_explanations(
         run = explain_catalog(config, survivors, options)
     except NoObserverError:
         typer.echo("survivors not explained: [tool.dflash] observe is unset (docs/how-to/observe.md)", err=True)
+        return details
+    except ObserveTreeError as error:
+        typer.echo(f"error: survivors not explained: harness error: {error}", err=True)
+        if problems is not None:
+            problems.append(f"explaining the survivors: {error}")
         return details
     except ObserveHarnessError as error:
         typer.echo(f"error: survivors not explained: harness error: {error}", err=True)

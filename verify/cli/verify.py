@@ -9,6 +9,7 @@ SIGINT/SIGTERM (finished verdicts are cached and in the partial report).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Annotated
@@ -207,7 +208,10 @@ def verify(
         raise typer.Exit(EXIT_SIGNAL.get(signal_name, 130)) from None
     details = details_for({r.name: mutations[r.name] for r in report.mutations}, config.root)
     if not no_explain:
-        details = add_explanations(config, mutations, report, details)
+        problems: list[str] = []
+        details = add_explanations(config, mutations, report, details, problems=problems)
+        if problems:  # the user's files changed while the survivors were observed: a harness error, exit 4
+            report = dataclasses.replace(report, harness_errors=(*report.harness_errors, *problems))
     settings = {
         "jobs": report.jobs or jobs or config.num_jobs,  # as held: a cluster's capacity, not this machine's cores
         "all_gates": all_gates,

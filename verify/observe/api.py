@@ -14,7 +14,14 @@ from pathlib import Path
 from verify.mutation import Mutation
 from verify.observe.compare import Tolerance
 from verify.observe.explain import Explanation, explain
-from verify.observe.session import Observed, ObserveHarnessError, SessionOptions, observe_mutants
+from verify.observe.session import (
+    ChildLimits,
+    Observed,
+    ObserveHarnessError,
+    ObserveTreeError,
+    SessionOptions,
+    observe_mutants,
+)
 from verify.run.project import project_files
 from verify.run.settings import ProjectConfig
 
@@ -82,16 +89,20 @@ def explain_overrides(
     config: ProjectConfig, mutants: Mapping[str, Mapping[str, str]], options: SessionOptions | None = None
 ) -> ExplainRun:
     """Observe and explain mutants given as their mutated files' texts. Raises ObserveHarnessError when the
-    pristine tree fails its own observation run, NoObserverError when the project names no observer."""
+    pristine tree fails its own observation run (ObserveTreeError, one of them, when the user's files changed
+    meanwhile), NoObserverError when the project names no observer."""
     if not config.observe:
         raise NoObserverError(
             "[tool.dflash] names no observer: set observe = 'mypkg.observe:make_observer' "
             "(docs/how-to/observe.md) to let dflash see what a mutant changes"
         )
     options = options or SessionOptions()
+    # The children's ceilings and writable paths are a verify run's: the same regime for every child.
+    limits = ChildLimits(config.memory_factor, config.memory_min_mb, config.processes_max, config.file_max_mb,
+                         config.writable)  # fmt: skip
     observed = observe_mutants(
         config.root, project_files(config), config.import_paths, config.source_packages, config.observe, mutants,
-        options,
+        options, limits,
     )  # fmt: skip
     groups = () if options.first_only else _group(observed)
     first_of = {name: group[0] for group in groups for name in group[1:]}
@@ -120,4 +131,4 @@ def explain_catalog(
     )  # fmt: skip
 
 
-__all__ += ["ObserveHarnessError", "SessionOptions"]
+__all__ += ["ObserveHarnessError", "ObserveTreeError", "SessionOptions"]

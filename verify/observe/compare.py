@@ -6,12 +6,14 @@ logits or probabilities is one scale: a value near zero in it moves by the row's
 CPU the same float32 operations give the same bits (two runs of one tree are bit-identical, tests/observe
 checks it); the bound forgives a rewrite that reorders float operations (a * (b * c) for (a * b) * c, silu(x)
 for x * sigmoid(x)), whose last bits move. Floats that differ in their bits but within the bound are listed
-apart, never hidden. Complex values compare as their real and imaginary parts. Knows nothing of the runner
-or of how observations were made.
+apart, never hidden. Complex values compare as their real and imaginary parts. A comparison travels between
+processes as JSON (`Comparison.to_data`, `Comparison.from_data`). Knows nothing of the runner or of how
+observations were made.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -110,6 +112,29 @@ class Comparison:
     def equal(self) -> tuple[str, ...]:
         diverging = self.first_by_what()
         return tuple(what for what in self.compared if what not in diverging)
+
+    def to_data(self) -> dict[str, Any]:
+        """JSON-ready: every field as plain lists, strings and numbers."""
+        return {
+            "divergences": [list(dataclasses.astuple(d)) for d in self.divergences],
+            "compared": list(self.compared),
+            "workloads": list(self.workloads),
+            "tolerance": [self.tolerance.atol, self.tolerance.rtol],
+            "within_tolerance": list(self.within_tolerance),
+        }
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> Comparison:
+        """`to_data`'s inverse; raises ValueError (or TypeError, KeyError) on anything else."""
+        divergences = tuple(
+            Divergence(str(w), int(step), int(row), str(what), str(p), str(m), str(amount))
+            for w, step, row, what, p, m, amount in data["divergences"]
+        )
+        strings = {name: tuple(str(item) for item in data[name]) for name in ("compared", "workloads",
+                                                                             "within_tolerance")}  # fmt: skip
+        atol, rtol = data["tolerance"]
+        return cls(divergences, strings["compared"], strings["workloads"], Tolerance(float(atol), float(rtol)),
+                   strings["within_tolerance"])  # fmt: skip
 
 
 def _real(tensor: torch.Tensor) -> torch.Tensor:

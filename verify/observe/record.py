@@ -5,12 +5,14 @@ drafted ids, the draft's block logits, the q handed to the acceptance rule, a ro
 error). Values are normalised as they are recorded, so two runs compare by value and never by identity:
 integer and boolean tensors (and numpy arrays) become nested tuples of ints (their shape kept), float tensors
 are kept as CPU tensors (compared within the stated tolerance), a dataclass becomes its type name and fields,
-strings lose the run's private paths and memory addresses. Knows nothing of the runner, of mutations or of
-how a run is started.
+strings lose the run's private paths and memory addresses. An observation crosses a process boundary as
+JSON (`to_data`, `from_data`), never pickled: what a mutant's process wrote is read as data, and nothing in it
+runs. Knows nothing of the runner, of mutations or of how a run is started.
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import math
@@ -21,7 +23,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["Key", "Observation", "Recorder", "digest", "normalise", "render_value"]
+__all__ = ["Key", "Observation", "Recorder", "digest", "from_data", "normalise", "render_value", "to_data"]
 
 # (workload, step, row, what): step and row are -1 where the observable belongs to no step or row.
 Key = tuple[str, int, int, str]
@@ -140,3 +142,51 @@ def render_value(value: Any, limit: int = 100) -> str:
         return f"tensor{tuple(value.shape)}[{head}{more}]"
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# A normalised value is None, a bool, int, float or str, a tuple of values, or a CPU tensor: tuples become JSON
+# lists, a tensor an object holding its dtype, shape and raw bytes (base64). Nothing else needs a tag.
+_DTYPES = {str(dtype): dtype for dtype in (
+    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128,
+)}  # fmt: skip
+
+
+def _value_to_data(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        raw = value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+        return {"dtype": str(value.dtype), "shape": list(value.shape), "bytes": base64.b64encode(raw).decode()}
+    if isinstance(value, tuple):
+        return [_value_to_data(item) for item in value]
+    return value
+
+
+def _value_from_data(data: Any) -> Any:
+    if isinstance(data, list):
+        return tuple(_value_from_data(item) for item in data)
+    if isinstance(data, dict):
+        dtype = _DTYPES.get(str(data.get("dtype")))
+        if dtype is None:
+            raise ValueError(f"an observation holds a tensor of an unknown dtype: {data.get('dtype')!r}")
+        raw = bytearray(base64.b64decode(str(data["bytes"]), validate=True))
+        flat = torch.frombuffer(raw, dtype=dtype) if raw else torch.empty(0, dtype=dtype)
+        return flat.reshape([int(n) for n in data["shape"]]).clone()
+    if data is None or isinstance(data, bool | int | float | str):
+        return data
+    raise ValueError(f"an observation holds a value of type {type(data).__name__}")
+
+
+def to_data(observation: Observation) -> list[Any]:
+    """The observation as JSON-ready data: [[workload, step, row, what], value] per entry."""
+    return [[list(key), _value_to_data(value)] for key, value in observation.entries]
+
+
+def from_data(data: Any) -> Observation:
+    """`to_data`'s inverse; raises ValueError on anything else (data a child wrote is never trusted)."""
+    if not isinstance(data, list):
+        raise ValueError("an observation must be a list of entries")
+    entries = []
+    for item in data:
+        (workload, step, row, what), value = item
+        key: Key = (str(workload), int(step), int(row), str(what))
+        entries.append((key, _value_from_data(value)))
+    return Observation(tuple(entries))

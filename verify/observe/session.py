@@ -1,17 +1,19 @@
 """An observation session: the pristine tree and some mutants observed side by side, in a private copy.
 
 Copies the project's files (the ones a verify run copies) into a temporary folder, starts the worker there in a
-subprocess (`verify/observe/worker.py`) and reads back each mutant's comparison with the pristine run and the
-digest of its observation. The user's tree is only read. An observation run that fails in the pristine tree
-(an error or a timeout in a workload, an observer that cannot load) is a harness error, named, never an
-explanation. Knows nothing of the CLI or of reports.
+subprocess (`verify/observe/worker.py`, with the children's clean environment and no stdin) and reads back each
+mutant's comparison with the pristine run and the digest of its observation, as JSON (never unpickled). The
+user's tree is only read: the worker's children are confined, and the whole session runs under the run's tree
+guard (`verify.run.guard`: the project inventoried before and after, everything its processes left behind
+ended), so a change to the user's files is an `ObserveTreeError` naming them, never a silent success. An
+observation run that fails in the pristine tree (an error or a timeout in a workload, an observer that cannot
+load) is a harness error, named, never an explanation. Knows nothing of the CLI or of reports.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import pickle
 import subprocess
 import sys
 import tempfile
@@ -20,14 +22,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verify.observe import worker
+from verify.observe import record, worker
 from verify.observe.compare import Comparison, Tolerance
 
-__all__ = ["ObserveHarnessError", "Observed", "SessionOptions", "observe_mutants"]
+__all__ = ["ChildLimits", "ObserveHarnessError", "ObserveTreeError", "Observed", "SessionOptions", "observe_mutants"]
 
 
 class ObserveHarnessError(Exception):
     """The observation itself failed: the pristine run raised or timed out, or the worker could not run."""
+
+
+class ObserveTreeError(ObserveHarnessError):
+    """The user's files changed while the observation ran (a mutant wrote there, confinement being off), or a
+    process it started could not be ended: nothing it observed is trusted."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChildLimits:
+    """What an observation child may take and write, from `[tool.dflash]` (the keys of the same names)."""
+
+    memory_factor: float = 4.0
+    memory_min_mb: int = 2048
+    processes_max: int = 64
+    file_max_mb: int = 1024
+    writable: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +84,14 @@ class Observed:
     reach: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
+def _read(out: Path, name: str) -> dict[str, Any]:
+    """A job's result: JSON written by a child, read as data (never unpickled), an object or a ValueError."""
+    data = json.loads((out / name / worker.RESULT).read_text())
+    if not isinstance(data, dict):
+        raise ValueError("a result must be a JSON object")
+    return data
+
+
 def _pristine_trouble(observation: object) -> str:
     entries = getattr(observation, "entries", ())
     for (workload, step, _row, what), value in entries:
@@ -82,13 +108,36 @@ def observe_mutants(
     observe_spec: str,
     mutants: Mapping[str, Mapping[str, str]],
     options: SessionOptions | None = None,
+    limits: ChildLimits | None = None,
 ) -> Observed:
     """Observe the pristine tree and every mutant (name -> {relative file: mutated text}) and compare them.
 
-    `files` are the project files the private copy holds (relative to `root`)."""
+    `files` are the project files the private copy holds (relative to `root`). Raises ObserveTreeError when the
+    user's files changed meanwhile, ObserveHarnessError when the observation itself failed."""
+    from verify.run.guard import TreeGuard
+
+    guard = TreeGuard(Path(root))  # the inventory before any child
+    with guard:
+        observed = _observe(root, files, import_paths, packages, observe_spec, mutants, options, limits)
+    if guard.errors:
+        raise ObserveTreeError("; ".join(guard.errors))
+    return observed
+
+
+def _observe(
+    root: Path,
+    files: list[str],
+    import_paths: tuple[str, ...],
+    packages: tuple[str, ...],
+    observe_spec: str,
+    mutants: Mapping[str, Mapping[str, str]],
+    options: SessionOptions | None,
+    limits: ChildLimits | None,
+) -> Observed:
+    from verify.run.hardening import clean_environment, memory_bytes
     from verify.run.private_copy import copy_files
 
-    options = options or SessionOptions()
+    options, limits = options or SessionOptions(), limits or ChildLimits()
     with tempfile.TemporaryDirectory(prefix="dflash-observe-") as tmp:
         base = Path(tmp)
         project, out, scratch = base / "project", base / "out", base / "tmp"
@@ -110,12 +159,18 @@ def observe_mutants(
             "pristine_budget_s": options.pristine_budget_s,
             "limit_s": options.limit_s,
             "first_only": options.first_only,
+            "writable": list(limits.writable),
+            "memory_share_bytes": memory_bytes() // options.jobs if limits.memory_factor else 0,
+            "memory_factor": limits.memory_factor,
+            "memory_min_bytes": limits.memory_min_mb << 20,
+            "processes_max": limits.processes_max,
+            "file_bytes": limits.file_max_mb << 20,
         }
         (base / "job.json").write_text(json.dumps(job))
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+        env = {**clean_environment(os.environ), "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         done = subprocess.run(
             [sys.executable, "-m", "verify.observe.worker", str(base / "job.json")],
-            cwd=project, env=env, capture_output=True, text=True, check=False,
+            cwd=project, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False,
         )  # fmt: skip
         if (out / worker.DRIFT).exists():
             raise ObserveHarnessError(
@@ -124,23 +179,33 @@ def observe_mutants(
                 "(seed every random draw the workloads make, and keep their inputs fixed)"
             )
         for name in (worker.PRISTINE, worker.PRISTINE_AGAIN):
-            if (failed := out / f"{name}.failure").exists():
+            if (failed := out / name / worker.FAILURE).exists():
                 raise ObserveHarnessError(f"the observer failed on the pristine tree:\n{failed.read_text()}")
-        if done.returncode != 0 or not (out / f"{worker.PRISTINE}.pkl").exists():
+        if done.returncode != 0 or not (out / worker.PRISTINE / worker.RESULT).exists():
             raise ObserveHarnessError(f"the observation worker failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
-        pristine = pickle.loads((out / f"{worker.PRISTINE}.pkl").read_bytes())
+        try:
+            pristine = _read(out, worker.PRISTINE)
+            pristine["observation"] = record.from_data(pristine["observation"])
+        except (OSError, ValueError, TypeError, KeyError) as error:
+            raise ObserveHarnessError(f"the pristine run's result cannot be read: {error}") from None
         trouble = _pristine_trouble(pristine["observation"])
         if trouble:
             raise ObserveHarnessError(f"the pristine tree fails its own observation run: {trouble}")
         comparisons, digests, failures, reach = {}, {}, {}, {}
         for index, name in enumerate(mutants):
-            if (out / f"{worker.job_id(index)}.pkl").exists():
-                result = pickle.loads((out / f"{worker.job_id(index)}.pkl").read_bytes())
-                comparisons[name], digests[name] = result["comparison"], result["digest"]
-                reach[name] = result.get("reach", {})
-            else:
-                failure = out / f"{worker.job_id(index)}.failure"
-                failures[name] = failure.read_text() if failure.exists() else "no result"
+            folder = out / worker.job_id(index)
+            try:
+                result = _read(out, worker.job_id(index)) if (folder / worker.RESULT).exists() else None
+                if result is not None:
+                    comparisons[name] = Comparison.from_data(result["comparison"])
+                    digests[name] = str(result["digest"])
+                    reach[name] = result.get("reach", {})
+            except (OSError, ValueError, TypeError, KeyError) as error:
+                failures[name] = f"its result cannot be read: {type(error).__name__}: {error}"
+                continue
+            if result is None:
+                failure = folder / worker.FAILURE
+                failures[name] = failure.read_text(errors="replace") if failure.exists() else "no result"
         observation = pristine["observation"]
         return Observed(
             pristine["digest"], observation.workloads, observation.whats, pristine["gates"], comparisons, digests,

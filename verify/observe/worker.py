@@ -4,8 +4,13 @@ not deterministic, and every comparison would be noise), then each mutant in a c
 compares every mutant with the pristine run there. Jobs are named by number (`m0`, `m1`, ... in the order of
 the job's mutants), never by the mutant's name, so no name can collide with the pristine run's files.
 
-Only the comparison and a digest of each observation come back (a pickle per job in the output folder), so a
-mutant's observation never crosses a process boundary. Each child serves its mutant's files through
+Every child lives under the regime of a verify run's children: hardened (`verify.run.hardening`: a clean
+environment, stdin /dev/null, oom_score_adj, memory and file-size ceilings), confined (`verify.run.confine`) to
+writing its own scratch folder and its own output folder (`out/<id>/`), the subreaper of what it starts, and
+its whole process tree ended when it ends, however it ends (this worker is their subreaper); a child past its
+process ceiling is ended. Only the comparison and a digest of each observation come back, as JSON (`out/<id>/
+result.json`; `out/<id>/failure` the harness's own failure), so a mutant's observation never crosses a
+process boundary and nothing a child wrote is ever unpickled. Each child serves its mutant's files through
 `verify.run.apply.MutantFinder` from the private copy; the user's tree is never read here. A child that dies
 or outlives its budget is reported as a failure of the harness, never as an observation. Run as
 `python -m verify.observe.worker JOB.json`; knows nothing of the CLI or of reports.
@@ -15,8 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
-import signal
+import resource
 import sys
 import tempfile
 import time
@@ -24,11 +28,15 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DRIFT", "PRISTINE", "PRISTINE_AGAIN", "job_id", "main"]
+__all__ = ["DRIFT", "FAILURE", "PRISTINE", "PRISTINE_AGAIN", "RESULT", "job_id", "main"]
 
-# The files each job leaves in the output folder, named here once (verify.observe.session reads them back):
-# `<id>.pkl` a result, `<id>.failure` the harness's own failure, DRIFT where the two pristine runs first differ.
+# What each job leaves in its folder of the output folder, named here once (verify.observe.session reads them
+# back): `<id>/RESULT` a result, `<id>/FAILURE` the harness's own failure; DRIFT (in the output folder, written
+# by this worker) where the two pristine runs first differ.
 PRISTINE, PRISTINE_AGAIN, DRIFT = "pristine", "pristine-again", "nondeterministic"
+RESULT, FAILURE = "result.json", "failure"
+_LEFTOVERS_S = 5.0
+_KINDS = {"MemoryCeiling": "memory: ", "ProcessCeiling": "processes: "}  # a breach's crash kind, as the run names it
 
 
 def job_id(index: int) -> str:
@@ -37,18 +45,30 @@ def job_id(index: int) -> str:
     return f"m{index}"
 
 
-def _child(job: dict[str, Any], spec: dict[str, Any], pristine: Any, out: Path) -> None:
-    """In the forked child: serve the mutant, observe, compare, write the result. Never returns."""
+def _child(job: dict[str, Any], spec: dict[str, Any], pristine: Any, out: Path, parent: int) -> None:
+    """In the forked child: harden and confine itself, serve the mutant, observe, compare, write the result as
+    JSON. Never returns."""
     code = 0
+    mine = out / spec["id"]
     try:
+        from verify.run import hardening, reaper
+        from verify.run.confine import confine, writable_paths
+
+        hardening.die_with_parent(parent)
+        reaper.become_subreaper()  # what the observer starts comes back here, and ends with it
+        ceilings = hardening.Ceilings(int(spec.get("memory_bytes", 0)), int(job.get("file_bytes", 0)))
+        hardening.harden({}, ceilings)
+        tmp = Path(job["tmp"]) / spec["id"]
+        tmp.mkdir(parents=True, exist_ok=True)
+        # Before the project's code, while this process has one thread: it and all it starts write only here.
+        confine([tmp, mine, *writable_paths(job.get("writable", ()))])
+
         import torch
 
         from verify.observe import compare, protocol, record
         from verify.run.apply import MutantFinder
 
         root = Path(job["root"])
-        tmp = Path(job["tmp"]) / spec["id"]
-        tmp.mkdir(parents=True, exist_ok=True)
         os.environ["TMPDIR"] = tempfile.tempdir = str(tmp)
         torch.manual_seed(0)
         roots = [root / rel for rel in job["import_paths"]]
@@ -64,27 +84,30 @@ def _child(job: dict[str, Any], spec: dict[str, Any], pristine: Any, out: Path) 
             def stop(so_far: record.Observation) -> bool:
                 # Only the workload just finished can hold a new divergence; the pristine run's part of it.
                 workload = so_far.entries[-1][0][0] if so_far.entries else ""
-                mine = record.Observation(tuple(e for e in so_far.entries if e[0][0] == workload))
+                ours = record.Observation(tuple(e for e in so_far.entries if e[0][0] == workload))
                 theirs = record.Observation(tuple(e for e in pristine.entries if e[0][0] == workload))
-                return not compare.compare(theirs, mine, tolerance).is_equivalent
+                return not compare.compare(theirs, ours, tolerance).is_equivalent
 
         observation, seconds = protocol.observe(observer, scrub, spec.get("budget_s"), stop)
         result: dict[str, Any] = {"id": spec["id"], "digest": record.digest(observation), "seconds": seconds}
-        result["gates"] = protocol.gates_of(observer)
+        # Its peak resident memory (a fork's counts only the pages it touched): what a mutant's ceiling scales.
+        result["peak_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        result["gates"] = {str(k): str(v) for k, v in protocol.gates_of(observer).items()}
         if cov is not None:
             result["reach"] = _collect_reach(cov, root, spec["overrides"])
         if pristine is None:
-            result["observation"] = observation
+            result["observation"] = record.to_data(observation)
         else:
             tolerance = compare.Tolerance(*job["tolerance"])
             if job.get("first_only"):  # the run stopped early: compare the workloads it ran, not the ones it skipped
                 ran = set(observation.workloads)
                 pristine = record.Observation(tuple(e for e in pristine.entries if e[0][0] in ran))
-            result["comparison"] = compare.compare(pristine, observation, tolerance)
-        (out / f"{spec['id']}.part").write_bytes(pickle.dumps(result))
-        (out / f"{spec['id']}.part").replace(out / f"{spec['id']}.pkl")
+            result["comparison"] = compare.compare(pristine, observation, tolerance).to_data()
+        (mine / "result.part").write_text(json.dumps(result))
+        (mine / "result.part").replace(mine / RESULT)
+        reaper.end_children(within_s=_LEFTOVERS_S)  # the job is over: what it started ends with it
     except BaseException:  # the harness's own failure (an observer that cannot load): reported by name
-        (out / f"{spec['id']}.failure").write_text(traceback.format_exc())
+        (mine / FAILURE).write_text(traceback.format_exc())
         code = 1
     finally:
         sys.stdout.flush()
@@ -107,32 +130,62 @@ def _collect_reach(cov: Any, root: Path, overrides: dict[str, str]) -> dict[str,
 
 
 def _start(job: dict[str, Any], spec: dict[str, Any], pristine: Any, out: Path) -> int:
+    (out / spec["id"]).mkdir()
+    parent = os.getpid()
+    sys.stdout.flush()
+    sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
         os.setpgid(0, 0)
-        _child(job, spec, pristine, out)
+        _child(job, spec, pristine, out, parent)
     return pid
 
 
+def _fail(out: Path, name: str, why: str) -> None:
+    if not (out / name / RESULT).exists() and not (out / name / FAILURE).exists():
+        (out / name / FAILURE).write_text(why)
+
+
 def _run(job: dict[str, Any], specs: list[dict[str, Any]], pristine: Any, out: Path, jobs: int, limit_s: float) -> None:
-    """Up to `jobs` children at once; a child past `limit_s` is killed with its process group."""
-    queue, running = list(specs), dict[int, tuple[str, float]]()
+    """Up to `jobs` children at once; a child past `limit_s`, its process ceiling or its memory ceiling
+    (`verify.run.ceilings`) is ended with everything beneath it, and whatever a child left behind ends when it
+    does."""
+    from verify.run import ceilings, hardening, reaper
+
+    processes_max = int(job.get("processes_max", 0))
+    queue, running, limits, ticks = list(specs), dict[int, tuple[str, float]](), dict[int, hardening.Ceilings](), 0
     while queue or running:
         while queue and len(running) < jobs:
             spec = queue.pop(0)
-            running[_start(job, spec, pristine, out)] = (spec["id"], time.monotonic())
+            pid = _start(job, spec, pristine, out)
+            running[pid] = (spec["id"], time.monotonic())
+            limits[pid] = hardening.Ceilings(int(spec.get("memory_bytes", 0)), 0, processes_max)
         time.sleep(0.02)
+        ticks += 1
         for pid, (name, started) in list(running.items()):
             done, status = os.waitpid(pid, os.WNOHANG)
-            if done == 0 and time.monotonic() - started > limit_s:
-                os.killpg(pid, signal.SIGKILL)
+            if done == 0:
+                # The verify run's watch: a lone child's memory every tick, a tree's every 25th (costlier).
+                kind, why = ceilings.check(pid, reaper.tree(pid), limits[pid], ticks % 25 == 0)
+                if not kind and time.monotonic() - started <= limit_s:
+                    continue
+                if not kind:
+                    reaper.end_tree(pid)
+                    why = f"killed after {limit_s:.0f} s: the child outlived its budget"
                 os.waitpid(pid, 0)
-                (out / f"{name}.failure").write_text(f"killed after {limit_s:.0f} s: the child outlived its budget")
-            elif done == 0:
-                continue
-            elif not (out / f"{name}.pkl").exists() and not (out / f"{name}.failure").exists():
-                (out / f"{name}.failure").write_text(f"the child ended without a result (wait status {status})")
+                _fail(out, name, f"{_KINDS.get(kind, '')}{why}")
+            else:
+                _fail(out, name, f"the child ended without a result (wait status {status})")
             del running[pid]
+            if reaper.has_strays(running):
+                reaper.end_children(keep=set(running), within_s=_LEFTOVERS_S)
+
+
+def _read(out: Path, name: str) -> dict[str, Any]:
+    data = json.loads((out / name / RESULT).read_text())
+    if not isinstance(data, dict):
+        raise ValueError(f"{name}: a result must be an object")
+    return data
 
 
 def main(argv: list[str]) -> int:
@@ -142,21 +195,25 @@ def main(argv: list[str]) -> int:
 
     import verify.observe.compare  # noqa: F401  (imported once here, shared by every child)
     import verify.run.apply  # noqa: F401
+    from verify.observe import compare, record
+    from verify.run import reaper
 
+    reaper.become_subreaper()  # what a child leaves behind comes back here, and is ended
     torch.set_num_threads(1)
     sys.path[:0] = [str(Path(job["root"]) / rel) for rel in job["import_paths"]]
     os.chdir(job["root"])
     twice = (PRISTINE, PRISTINE_AGAIN) if job["mutants"] else (PRISTINE,)
-    runs = [{"id": name, "overrides": {}, "budget_s": job["pristine_budget_s"]} for name in twice]
+    share = int(job.get("memory_share_bytes", 0))
+    runs = [{"id": name, "overrides": {}, "budget_s": job["pristine_budget_s"], "memory_bytes": share}
+            for name in twice]  # fmt: skip
     _run(job, runs, None, out, min(len(runs), max(1, job["jobs"])), job["limit_s"])
-    if not all((out / f"{name}.pkl").exists() for name in twice):
+    if not all((out / name / RESULT).exists() for name in twice):
         return 3
-    pristine = pickle.loads((out / f"{PRISTINE}.pkl").read_bytes())
+    pristine = _read(out, PRISTINE)
+    observation = record.from_data(pristine["observation"])
     if len(twice) == 2:
-        from verify.observe import compare
-
-        again = pickle.loads((out / f"{PRISTINE_AGAIN}.pkl").read_bytes())["observation"]
-        drift = compare.compare(pristine["observation"], again, compare.Tolerance(*job["tolerance"]))
+        again = record.from_data(_read(out, PRISTINE_AGAIN)["observation"])
+        drift = compare.compare(observation, again, compare.Tolerance(*job["tolerance"]))
         if not drift.is_equivalent:
             first = drift.first
             where = f"{first.place}: {first.what}: {first.amount}" if first is not None else "?"
@@ -164,10 +221,13 @@ def main(argv: list[str]) -> int:
             return 3
     slowest = max(pristine["seconds"].values(), default=1.0)
     budget = max(job["min_budget_s"], job["budget_factor"] * slowest)
-    specs = [{"id": job_id(index), "overrides": overrides, "budget_s": budget}
+    memory = share
+    if job.get("memory_factor") and pristine.get("peak_bytes"):
+        wanted = max(int(job["memory_min_bytes"]), int(job["memory_factor"] * pristine["peak_bytes"]))
+        memory = min(share, wanted) if share else wanted
+    specs = [{"id": job_id(index), "overrides": overrides, "budget_s": budget, "memory_bytes": memory}
              for index, overrides in enumerate(job["mutants"].values())]  # fmt: skip
-    observation = pristine["observation"] if job["mutants"] else None
-    _run(job, specs, observation, out, job["jobs"], job["limit_s"])
+    _run(job, specs, observation if job["mutants"] else None, out, job["jobs"], job["limit_s"])
     return 0
 
 

@@ -2,7 +2,8 @@
 
 Shared by the terminal and the HTML report so both draw the same cells. A cell shows the strongest outcome
 among the group's gates for that mutation: a gate's own check (A assertion, R refusal) over a named
-invariant (I) over any other exception (E) over a timeout (T) over a gate that did not run (-) over a pass
+invariant (I) over a crash past a ceiling (M memory, P processes, D disk) over any other exception (E) over
+a timeout (T) over a gate that did not run (-) over a pass
 (.); blank when none of the group's gates ran against it (none reaches the mutated lines). Outcomes are
 read by their names, so this module knows the verdict model only through its records.
 """
@@ -12,10 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from verify.report.crashes import crash_kind
 from verify.report.summary import status_label
-from verify.report.verdict import MutationResult, RunReport
+from verify.report.verdict import GateOutcome, MutationResult, RunReport
 
-__all__ = ["LEGEND", "SYMBOL", "SYMBOL_STYLE", "GateGroup", "Matrix", "MatrixRow", "build_matrix", "cell"]
+__all__ = [
+    "KIND_SYMBOL", "LEGEND", "SYMBOL", "SYMBOL_STYLE", "GateGroup", "Matrix", "MatrixRow", "build_matrix", "cell",
+]  # fmt: skip
 
 # outcome name -> symbol, strongest first ("error"/"skipped" are older reports' names for not-run kinds)
 SYMBOL = {
@@ -34,11 +38,19 @@ SYMBOL_STYLE = {
     "R": "bold white on red",
     "I": "bold white on dark_red",
     "E": "bold black on dark_orange",
+    "M": "bold black on dark_orange",
+    "P": "bold black on dark_orange",
+    "D": "bold black on dark_orange",
     "T": "bold black on yellow",
     "-": "dim",
     ".": "green",
 }
-LEGEND = "A assertion  R refusal  I invariant  E exception  T timeout  - not run  . passed  (blank: not reached)"
+LEGEND = (
+    "A assertion  R refusal  I invariant  E exception  M memory  P processes  D disk  T timeout  - not run  "
+    ". passed  (blank: not reached)"
+)
+# A crash past a ceiling (verify.report.verdict.crash_kind) shows its kind instead of E.
+KIND_SYMBOL = {"memory": "M", "processes": "P", "disk": "D"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +93,15 @@ def _groups(gate_ids: tuple[str, ...], by: str) -> tuple[GateGroup, ...]:
     )
 
 
+def _symbol(outcome: GateOutcome) -> str:
+    kind = crash_kind(outcome)
+    return KIND_SYMBOL[str(kind)] if kind is not None else SYMBOL.get(str(outcome.outcome), "?")
+
+
 def cell(result: MutationResult, gate_ids: tuple[str, ...]) -> str:
     wanted = set(gate_ids)
-    symbols = {SYMBOL.get(str(o.outcome), "?") for o in result.outcomes if o.gate_id in wanted}
-    for symbol in ("A", "R", "I", "E", "T", "-", ".", "?"):
+    symbols = {_symbol(o) for o in result.outcomes if o.gate_id in wanted}
+    for symbol in ("A", "R", "I", "M", "P", "D", "E", "T", "-", ".", "?"):
         if symbol in symbols:
             return symbol
     return ""

@@ -120,6 +120,7 @@ class MutationResult:
     outcomes: tuple[GateOutcome, ...] = ()
     cached: bool = False
     attempts: int = 1  # children it took: a second one confirms a crash or timeout, or retries a not-run gate
+    crash_kind: str = ""  # a crash past a ceiling: "memory", "processes", "disk" (verify.report.crashes); else ""
 
     @property
     def red_by_check(self) -> tuple[str, ...]:
@@ -291,6 +292,7 @@ def result_from_dict(data: dict[str, Any]) -> MutationResult:
         outcomes=tuple(_outcome(o) for o in data.get("outcomes", ())),
         cached=bool(data.get("cached", False)),
         attempts=int(data.get("attempts", 1)),
+        crash_kind=str(data.get("crash_kind", "")),
     )
 
 

@@ -2,20 +2,20 @@
 
 The parent copies the project's source roots, gates, conftest files and pytest config once into a pristine
 private tree, imports the preload modules (torch) and pytest, and never imports the project's own modules.
-Each child (`verify.run.child`) copies that tree for itself and journals its gates as they finish. The
-parent keeps up to N children alive, kills one past its budget (scaled by the machine's measured load),
-kills every child's whole process group when it ends, and turns what a child left behind into one outcome
-per gate: what finished, what was running when it hung or died, and what never ran. On SIGINT or SIGTERM
-every child is killed and the finished results are returned. With `device = "cuda"` each child gets its own
-GPUs (`verify.run.devices`), and a parent that initialised CUDA is refused before any child starts. Children
-die with the parent, even a SIGKILLed one. It is one `verify.run.jobs.JobExecutor`; the Ray executor runs it
-on each worker node. It knows nothing of mutations or verdicts.
+Each child (`verify.run.child`) copies that tree for itself and journals its gates as they finish; it starts
+hardened (`verify.run.hardening`). The parent keeps up to N children alive, ends one past its budget (scaled
+by the machine's load less the job's own) or past a ceiling (`verify.run.ceilings`), ends everything a job
+started however it ended (the parent is the subreaper of what a child leaves), and turns what a child left
+behind into one outcome per gate: what finished, what was running when it hung or died, and what never ran.
+On SIGINT or SIGTERM every child is killed and the finished results are returned. With `device = "cuda"`
+each child gets its own GPUs (`verify.run.devices`), and a parent that initialised CUDA is refused before any
+child starts. Children die with the parent, even a SIGKILLed one. It is one `verify.run.jobs.JobExecutor`;
+the Ray executor runs it on each worker node. It knows nothing of mutations or verdicts.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import importlib
 import io
@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 
 from verify.report.verdict import GateOutcome, Outcome
-from verify.run import reaper
+from verify.run import ceilings, hardening, reaper
 from verify.run.child import JobPaths, prime, run_child
 from verify.run.devices import DevicePool, check_cuda_untouched, child_environment, visible_devices
 from verify.run.jobs import Job, JobResult
@@ -44,25 +44,14 @@ from verify.run.project import project_files
 from verify.run.recorder import read_journal
 from verify.run.settings import ProjectConfig
 
-__all__ = ["Executor", "Job", "JobResult", "load_scale"]
+__all__ = ["Executor", "Job", "JobResult"]
 
 _POLL_S = 0.01
 # pytest's exit codes for a session it could not run at all (an internal error, a usage error): no gate ran.
 _PYTEST_REFUSED = {3: "internal error", 4: "usage error"}
 _LOAD_SAMPLE_S = 0.5
-
-
-def load_scale() -> float:
-    """How much slower than idle a CPU-bound child runs now: runnable tasks per core, at least 1.
-
-    The 4th field of /proc/loadavg counts tasks runnable right now (not a 1-minute average, which lags a
-    load that starts with the run). It includes the sampling process itself, hence the minus one.
-    """
-    try:
-        running = int(Path("/proc/loadavg").read_text().split()[3].partition("/")[0]) - 1
-    except (OSError, ValueError, IndexError):
-        running = int(os.getloadavg()[0])
-    return max(1.0, running / (os.cpu_count() or 1))
+_WATCH_S = 0.05  # how often each child's processes are counted against its ceiling
+_LEFTOVERS_S = 5.0  # to end what a finished job left behind, however deep
 
 
 def _warm_pytest(empty: Path) -> None:
@@ -81,6 +70,8 @@ class _Running:
     started: float
     scales: list[float]
     gpus: int = -1  # the DevicePool group it holds (-1: none)
+    ceilings: hardening.Ceilings = hardening.Ceilings()
+    breach: tuple[str, str] = ("", "")  # (exc_type, why) when the parent ended it past a ceiling
 
     @property
     def budget_s(self) -> float:
@@ -90,8 +81,13 @@ class _Running:
 class Executor:
     """Use as a context manager: the private copies live exactly as long as the `with` block."""
 
-    def __init__(self, config: ProjectConfig) -> None:
+    def __init__(self, config: ProjectConfig, slots: int = 0) -> None:
+        """`slots`: children this machine may run at once across every executor on it (a Ray node's workers
+        each hold one); the memory ceiling divides the machine by it, or by the run's jobs if more."""
         self.config = config
+        self._slots = slots
+        self._peak = 0  # the most memory an unmutated child of this executor took (peak RSS)
+        self._keep, self._was_subreaper = set[int](), False
         self.pristine = Path()
         self._tmp = ""
         self._count = 0
@@ -115,12 +111,16 @@ class Executor:
             check_cuda_untouched()  # on the CPU, children never touch CUDA, whatever the parent did
         _warm_pytest(Path(self._tmp, "warm"))
         prime(self.config.root)
+        # What a child leaves behind comes back here (on a Ray node too) and is ended after every job.
+        self._keep, self._was_subreaper = reaper.children(), reaper.is_subreaper()
+        reaper.become_subreaper()
         # Objects alive now are shared by every child: freezing them keeps each child's collections
         # from walking (and copy-on-write touching) the parent's heap, torch included.
         gc.freeze()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        reaper.become_subreaper(self._was_subreaper)
         gc.unfreeze()
         shutil.rmtree(self._tmp, ignore_errors=True)
 
@@ -137,37 +137,56 @@ class Executor:
             self._pool = DevicePool(self._devices, num_jobs)
         running: dict[int, _Running] = {}
         done: dict[str, JobResult] = {}
-        last_sample = 0.0
+        last_sample = last_watch = 0.0
         try:
             while pending or running:
                 while pending and len(running) < max(1, num_jobs):
                     job = pending.pop()
                     gpus = self._pool.acquire() if self._pool is not None else -1
-                    pid, paths = self._spawn(job, self._pool.devices(gpus) if self._pool is not None else ())
-                    running[pid] = _Running(job, paths, time.monotonic(), [load_scale()], gpus)
-                if time.monotonic() - last_sample > _LOAD_SAMPLE_S:
-                    scale, last_sample = load_scale(), time.monotonic()
-                    for entry in running.values():
-                        entry.scales.append(scale)
+                    limits = ceilings.for_child(self.config, job.key, (num_jobs, self._slots), self._peak)
+                    pid, paths = self._spawn(job, self._pool.devices(gpus) if self._pool is not None else (), limits)
+                    running[pid] = _Running(job, paths, time.monotonic(), [ceilings.load_scale()], gpus, limits)
+                if time.monotonic() - last_watch > _WATCH_S:
+                    last_watch = time.monotonic()
+                    sample = last_watch - last_sample > _LOAD_SAMPLE_S
+                    last_sample = last_watch if sample else last_sample
+                    for pid, entry in running.items():  # its ceilings (ended past one), the load less its own
+                        processes = reaper.tree(pid)
+                        if not entry.breach[0]:
+                            entry.breach = ceilings.check(pid, processes, entry.ceilings, sample)
+                        if sample:
+                            entry.scales.append(ceilings.load_scale(own=reaper.running_tasks(processes)))
                 if not self._reap(running, done, on_done):
                     time.sleep(_POLL_S)
         finally:
             for pid, entry in running.items():
+                reaper.end_tree(pid)
                 self._kill(pid)
                 shutil.rmtree(entry.paths.base, ignore_errors=True)
+            reaper.end_children(keep=self._keep, within_s=_LEFTOVERS_S)
             self._pool = None
         return [done[j.key] for j in jobs]
 
     def _reap(self, running: dict[int, _Running], done: dict[str, JobResult], on_done: Any) -> bool:
         reaped = False
         for pid, entry in list(running.items()):
-            finished, status = os.waitpid(pid, os.WNOHANG)
+            finished, status, usage = os.wait4(pid, os.WNOHANG)
             elapsed = time.monotonic() - entry.started
             if not finished and elapsed <= entry.budget_s:
                 continue
-            self._kill(pid)  # past its budget; or finished, and whatever it left running in its group dies too
-            result = self._collect(entry, os.waitstatus_to_exitcode(status) if finished else None, elapsed)
+            if not finished:
+                reaper.end_tree(pid)  # past its budget: it and everything beneath it, while it is still ours
+            self._kill(pid)  # whatever it left running in its group dies too
             del running[pid]
+            # What the job started outside its group came back here: it ends before another job's window opens.
+            if reaper.has_strays(keep := self._keep | set(running)):
+                reaper.end_children(keep=keep, within_s=_LEFTOVERS_S)
+            # Its peak resident memory: a fork's counts only the pages it touched, so this is what it took.
+            peak = usage.ru_maxrss * 1024 if finished else 0
+            exit_code = os.waitstatus_to_exitcode(status) if finished else None
+            result = self._collect(entry, exit_code, elapsed, peak)
+            if ceilings.harness_job(entry.job.key) and result.state == "done":
+                self._peak = max(self._peak, peak)
             if self._pool is not None and entry.gpus >= 0:
                 self._pool.release(entry.gpus)
             if entry.job.share_bytecode and result.state == "done" and not entry.job.overrides:  # a mutant's copy
@@ -187,7 +206,7 @@ class Executor:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
 
-    def _spawn(self, job: Job, gpus: tuple[str, ...] = ()) -> tuple[int, JobPaths]:
+    def _spawn(self, job: Job, gpus: tuple[str, ...], limits: hardening.Ceilings) -> tuple[int, JobPaths]:
         self._count += 1
         paths = JobPaths(Path(self._tmp, "jobs", f"{self._count}"))
         paths.base.mkdir(parents=True)
@@ -203,9 +222,10 @@ class Executor:
             exit_code = 70
             try:
                 os.setpgid(0, 0)
-                _die_with_parent(parent)
+                hardening.die_with_parent(parent)
                 reaper.become_subreaper()  # what the job starts comes back here when its parent dies
-                os.environ.update(environment)
+                # Before the project's code: no secret of the harness, no terminal, the ceilings.
+                hardening.harden(environment, limits)
                 log_fd = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 os.dup2(log_fd, 1)
                 os.dup2(log_fd, 2)
@@ -229,11 +249,16 @@ class Executor:
             os.setpgid(pid, pid)  # both sides set it, so a kill right after fork cannot miss
         return pid, paths
 
-    def _collect(self, entry: _Running, exit_code: int | None, elapsed: float) -> JobResult:
+    def _collect(self, entry: _Running, exit_code: int | None, elapsed: float, peak: int = 0) -> JobResult:
         job, paths = entry.job, entry.paths
         started, finished, stopped = read_journal(paths.journal)
         data = json.loads(paths.result.read_text()) if exit_code == 0 and paths.result.is_file() else {}
-        if exit_code is None:
+        if not entry.breach[0] and exit_code and not data:  # died: at its memory ceiling?
+            entry.breach = ceilings.died_at(peak, entry.ceilings, exit_code)
+        if entry.breach[0]:
+            state, why = "died", entry.breach[1]
+            running_outcome = GateOutcome("", Outcome.EXCEPTION, 0.0, entry.breach[0], why)
+        elif exit_code is None:
             state, why = "timeout", f"still running after {entry.budget_s:.1f}s (budget {job.timeout_s:.1f}s x load)"
             running_outcome = GateOutcome("", Outcome.TIMEOUT, elapsed, "Timeout", why)
         elif data:
@@ -269,15 +294,6 @@ class Executor:
             job.key, state, elapsed, tuple(outcomes), why, int(data.get("pytest_exit", -1)),
             tuple(data.get("loaded", ())), collect_errors, data.get("coverage"), tuple(data.get("order", ())),
         )  # fmt: skip
-
-
-def _die_with_parent(parent: int) -> None:
-    """The kernel SIGKILLs this child when the parent dies, however it dies (a SIGKILLed parent, a Ray worker
-    killed with its task): a child in its own process group would otherwise run on, orphaned."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG (Linux)
-    if os.getppid() != parent:  # the parent died before the request took effect
-        os._exit(70)
 
 
 def _replace_id(outcome: GateOutcome, gate_id: str) -> GateOutcome:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 
+from verify.report.crashes import crash_kind
 from verify.report.verdict import GateOutcome, MutationResult, Outcome, Status, status_from
 
 __all__ = ["AGAIN", "STATISTICAL_UNCONFIRMED", "needs_second_attempt", "resolve", "verdict", "voided"]
@@ -89,7 +90,7 @@ def verdict(
         Status.TIMEOUT: lambda o: o.outcome is Outcome.TIMEOUT,
     }.get(status)
     killed_by = tuple(o.gate_id for o in counted if kind(o)) if kind else ()
-    reason = ""
+    reason, crashed_kind = "", ""
     if status is Status.ERROR:
         stuck = [o for o in counted if o.outcome is Outcome.NOT_RUN]
         reason = f"no verdict from {stuck[0].gate_id}: {stuck[0].message}" + (
@@ -98,6 +99,11 @@ def verdict(
     elif status in (Status.CRASHED, Status.TIMEOUT, Status.CAUGHT):
         first = next(o for o in counted if kind and kind(o))
         reason = f"{first.exc_type}: {first.message}"[:200]
+        if status is Status.CRASHED:
+            # A crash past a ceiling says which, in every report; the first such gate names it.
+            named = next((k for o in counted if kind and kind(o) and (k := crash_kind(o)) is not None), None)
+            if named is not None:
+                crashed_kind, reason = str(named), f"{named}: {reason}"[:200]
     elif status is Status.SURVIVED:
         dropped = sorted({o.gate_id for o in outcomes if o.gate_id in flaky and o.outcome.is_red})
         chance = [o for o in counted if o.exc_type == STATISTICAL_UNCONFIRMED]
@@ -113,7 +119,9 @@ def verdict(
         confirmed = [o.gate_id for o in counted if o.outcome.is_check and o.message.startswith(AGAIN)]
         if confirmed:
             reason = f"statistical kill confirmed: {', '.join(confirmed)} red again on an independent gate seed"
-    return MutationResult(name, status, killed_by, ran, round(duration_s, 3), reason, outcomes, False, attempts)
+    return MutationResult(
+        name, status, killed_by, ran, round(duration_s, 3), reason, outcomes, False, attempts, crashed_kind
+    )
 
 
 def voided(result: MutationResult, paths: Sequence[str]) -> MutationResult:

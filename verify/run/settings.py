@@ -77,6 +77,19 @@ class ProjectConfig:
     )  # fmt: skip
     timeout_min_s: float = _key(10.0, "The least budget, in seconds, a mutant's gates get.")
     baseline_timeout_s: float = _key(1800.0, "The budget, in seconds, of the unmutated baseline run of the gates.")
+    memory_factor: float = _key(
+        4.0, "A mutant's child may take this many times the memory the unmutated gates' child took (at least "
+        "memory_min_mb, at most the machine's memory divided by the children running at once); past it the "
+        "mutant is `crashed (memory)`. 0: no memory ceiling.",
+    )  # fmt: skip
+    memory_min_mb: int = _key(2048, "The least memory ceiling, in MiB, a mutant's child gets.")
+    processes_max: int = _key(
+        64, "Processes one child may have at once (itself and everything it started); past it the mutant is "
+        "`crashed (processes)`. 0: no ceiling.",
+    )  # fmt: skip
+    file_max_mb: int = _key(
+        1024, "The largest file, in MiB, a child may write; past it the mutant is `crashed (disk)`. 0: no ceiling."
+    )
     preload: tuple[str, ...] = _key(
         _default_preload,
         'Modules the warm parent imports once before forking, e.g. `["torch", "transformers.models.qwen3"]`; '
@@ -161,6 +174,10 @@ class ProjectConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ConfigError(f"[tool.dflash] {name} must be a positive number, got {value!r}")
+        for name, kind in (("memory_factor", int | float), ("memory_min_mb", int), ("processes_max", int),
+                           ("file_max_mb", int)):  # fmt: skip
+            if isinstance(value := getattr(self, name), bool) or not isinstance(value, kind) or not 0 <= value < 1e18:
+                raise ConfigError(f"[tool.dflash] {name} must be a finite number >= 0, got {value!r}")
         check_writable(self.root, self.writable, ConfigError)
 
     @property
@@ -231,6 +248,7 @@ _STRING_LISTS = tuple(
 )
 _LIST_KEYS = (*_STRING_LISTS, "required", "writable")
 _SCALAR_KEYS: tuple[str, ...] = ("gate_marker", "jobs", "timeout_factor", "timeout_min_s", "baseline_timeout_s")
+_SCALAR_KEYS += ("memory_factor", "memory_min_mb", "processes_max", "file_max_mb")
 _SCALAR_KEYS += ("flake_reruns", "executor", "device", "observe", "count")
 _TABLE_KEYS = ("job_resources",)
 

@@ -90,7 +90,8 @@ def _serve(jobs: Connection, results: Connection) -> None:
     from verify.run.executor import Executor  # here, not above: the worker side never needs it
 
     config = jobs.recv()
-    with Executor(config) as executor:
+    # A node runs up to a task per CPU, each in a server like this one: each child's memory ceiling is its share.
+    with Executor(config, slots=os.cpu_count() or 1) as executor:
         results.send(("ready", None))
         while True:
             try:
