@@ -32,6 +32,10 @@ class _Losing:
     def default_jobs(self) -> int:
         return self.inner.default_jobs
 
+    @property
+    def nodes(self) -> tuple[tuple[str, str], ...]:
+        return self.inner.nodes
+
     def run(self, jobs, num_jobs, on_done=None) -> list[JobResult]:
         losing = [j for j in jobs if any(LOST_TEXT in text for _, text in j.overrides)]
         kept = [j for j in jobs if j not in losing]

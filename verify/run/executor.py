@@ -36,7 +36,8 @@ import pytest
 
 from verify.report.verdict import GateOutcome, Outcome
 from verify.run import reaper
-from verify.run.child import JobPaths, prime, run_child
+from verify.run.child import UNCONFINED_EXIT, JobPaths, prime, run_child
+from verify.run.confine import probe
 from verify.run.devices import DevicePool, check_cuda_untouched, child_environment, visible_devices
 from verify.run.jobs import Job, JobResult
 from verify.run.private_copy import adopt_bytecode, copy_files
@@ -99,6 +100,12 @@ class Executor:
         if config.device == "cuda":
             DevicePool(self._devices, 1)  # no GPU visible: refused here, before anything is copied or forked
         self._pool: DevicePool | None = None
+        self._confined = False  # Landlock found here: then a child that cannot confine itself runs nothing
+
+    @property
+    def nodes(self) -> tuple[tuple[str, str], ...]:
+        """No nodes: the children run on this machine, under the run's own confinement."""
+        return ()
 
     @property
     def default_jobs(self) -> int:
@@ -106,6 +113,7 @@ class Executor:
         return len(self._devices) or self.config.num_jobs
 
     def __enter__(self) -> Executor:
+        self._confined = probe().active
         self._tmp = tempfile.mkdtemp(prefix="dflash-verify-")
         self.pristine = Path(self._tmp, "pristine").resolve()
         copy_files(self.config.root, project_files(self.config), self.pristine)
@@ -213,7 +221,7 @@ class Executor:
                 # words (a usage error) must reach the log the parent reads, so both streams write to the fds.
                 sys.stdout = open(1, "w", buffering=1, errors="replace", closefd=False)  # noqa: SIM115
                 sys.stderr = open(2, "w", buffering=1, errors="replace", closefd=False)  # noqa: SIM115
-                exit_code = run_child(self.config, job, self.pristine, paths, claims)
+                exit_code = run_child(self.config, job, self.pristine, paths, claims, self._confined)
                 # The job is over: whatever it started (a daemon in a session of its own) ends with it, before
                 # another job's window opens, so a late write can never be laid at another mutant's door.
                 reaper.end_children(within_s=5.0)
@@ -244,6 +252,10 @@ class Executor:
                     ": " + " | ".join(line.strip()[:200] for line in tail) if tail else ""
                 )
             running_outcome = GateOutcome("", Outcome.NOT_RUN, 0.0, "Interrupted", "the session ended inside it")
+        elif exit_code == UNCONFINED_EXIT:  # it ran no gate: harness trouble, tried again, never a verdict
+            tail = paths.log.read_text(errors="replace").strip().splitlines()[-1:] if paths.log.is_file() else []
+            state, why = "unconfined", (tail[0] if tail else "the child could not confine itself")[:200]
+            running_outcome = GateOutcome("", Outcome.NOT_RUN, 0.0, "Unconfined", why)
         else:
             kind = signal.Signals(-exit_code).name if exit_code < 0 else f"exit {exit_code}"
             what = f"killed by {kind}" if exit_code < 0 else f"exited with code {exit_code}"
