@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import IO, Any
 
 import verify
-from verify.run.cluster.preflight import ClusterError
 from verify.run.confine import switched_off
 from verify.run.jobs import ExecutorLost, Job, JobResult
 from verify.run.settings import ProjectConfig
@@ -83,6 +82,8 @@ class RayExecutor:
             self.__exit__()
             raise
         if kind == "refused":
+            from verify.run.cluster.preflight import ClusterError  # here: the rest of this side needs no Ray
+
             self.__exit__()
             raise ClusterError(payload[0])
         self._capacity, self._nodes = payload
