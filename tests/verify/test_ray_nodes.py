@@ -96,15 +96,19 @@ def test_the_driver_s_node_lost_ends_the_run_with_exit_4_and_the_next_run_resume
     assert "its executor lost: the process holding the Ray driver" in said, said
     assert "run again to resume" in said
     partial = json.loads(report.read_text())
-    assert partial["interrupted"] and partial["interrupted_by"] == ""
-    assert _statuses(partial) == {"add-off-by-one": ("killed", ("tests/gates/test_arith.py::test_add",))}
+    assert partial["interrupted"] and partial["interrupted_by"] == "", said
+    # What was reached before the driver died (sub-slow too when it ran on the other node and beat the death),
+    # and nothing judged wrongly.
+    reached = {name: status for name, (status, _) in _statuses(partial).items()}
+    assert "add-off-by-one" in reached and set(reached.values()) == {"killed"}, (reached, said)
     assert "FAIL" in output.strip().splitlines()[-1]
 
-    # Resumed here, with the fork executor: the verdict reached before is reused, the rest is judged.
+    # Resumed here, with the fork executor: every verdict reached before is reused, the rest is judged.
     again = root.parent / "again.json"
     resumed = subprocess.run([*DFLASH, "--project", str(root), *selected, "--json", str(again)],
                              capture_output=True, text=True, timeout=240, env=_environment())  # fmt: skip
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     by_name = {m["name"]: m for m in json.loads(again.read_text())["mutations"]}
-    assert by_name["add-off-by-one"]["cached"] and not by_name["sub-slow"]["cached"]
+    assert {name: m["cached"] for name, m in by_name.items()} == {name: name in reached for name in by_name}
     assert {name: m["status"] for name, m in by_name.items()} == {"add-off-by-one": "killed", "sub-slow": "killed"}
+    print(said)  # the error as a user reads it (pytest -s shows it)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -34,7 +35,10 @@ __all__ = ["RayExecutor"]
 
 _POLL_S = 0.1
 _END_WAIT_S = 60.0  # for the driver to cancel its tasks and disconnect, once told to stop
-_LOG_LINES = 3  # of the driver's own output, quoted when it dies
+# What Ray writes when the driver's node goes away: the first of these lines name the cause.
+_CAUSES = ("plasma store", "marked dead", "raylet died", "Raylet", "LocalRayletDied")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_RAY_PREFIX = re.compile(r"^(\(raylet\)\s*|\[[0-9 :,.-]+[A-Z] \d+ \d+\] \S+:\d+: )")
 
 
 def _die_with_dflash() -> None:
@@ -137,20 +141,23 @@ class RayExecutor:
         return message
 
     def _death(self) -> str:
-        """Why the driver ended: its exit status and the last lines it wrote (Ray says there what it lost)."""
+        """Why the driver ended: its exit status and what Ray wrote about it (a node marked dead, a lost plasma
+        store), else its last line."""
         assert self._process is not None
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._process.wait(timeout=10)
         code = self._process.poll()
         status = "is still running, its pipe closed" if code is None else (
             f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}")  # fmt: skip
-        said = ""
+        lines: list[str] = []
         if self._log is not None:
             self._log.seek(0)
-            lines = [line.strip() for line in self._log.read().decode(errors="replace").splitlines() if line.strip()]
-            said = " | ".join(line[:300] for line in lines[-_LOG_LINES:])
-        node = " (Ray ends a driver whose node is lost)" if "plasma" in said or "raylet" in said.lower() else ""
-        return f"the process holding the Ray driver {status}{node}" + (f": {said}" if said else "")
+            text = _ANSI.sub("", self._log.read().decode(errors="replace"))
+            lines = [_RAY_PREFIX.sub("", line).strip() for line in text.splitlines() if line.strip()]
+        causes = [line for line in lines if any(marker in line for marker in _CAUSES)]
+        said = "; ".join(dict.fromkeys(line[:240] for line in (causes[:2] or lines[-1:])))
+        lost = " (Ray ends a driver whose node is lost)" if causes else ""
+        return f"the process holding the Ray driver {status}{lost}" + (f": {said}" if said else "")
 
     def _stop(self) -> None:
         """Close the driver's pipe and wait for it to end (it cancels its tasks first); kill it past the wait."""
