@@ -21,9 +21,11 @@ force-cancelled before this process ends. Jobs, results and messages travel pick
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import secrets
+import signal
 import sys
 import time
 import traceback
@@ -268,7 +270,16 @@ def _serve(requests: Connection, replies: Connection) -> None:
         driver.__exit__()
 
 
-def main(request_fd: int, reply_fd: int) -> None:
+def _die_with(parent: int) -> None:
+    """SIGTERM when dflash dies, however it dies: its pipe closes too, but a driver busy connecting reads it only
+    later (Ray ends the tasks of a driver that is gone)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG (Linux)
+    if os.getppid() != parent:  # dflash died before the request took effect
+        sys.exit(1)
+
+
+def main(request_fd: int, reply_fd: int, parent: int) -> None:
+    _die_with(parent)
     requests, replies = Connection(request_fd, writable=False), Connection(reply_fd, readable=False)
     try:
         _serve(requests, replies)
@@ -279,4 +290,4 @@ def main(request_fd: int, reply_fd: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]))
+    main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))

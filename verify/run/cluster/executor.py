@@ -14,7 +14,6 @@ driver process does.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import re
 import signal
@@ -41,12 +40,6 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _RAY_PREFIX = re.compile(r"^(\(raylet\)\s*|\[[0-9 :,.-]+[A-Z] \d+ \d+\] \S+:\d+: )")
 
 
-def _die_with_dflash() -> None:
-    # The driver's pipe closes when dflash dies, but a driver busy connecting reads it only later: SIGTERM ends
-    # it at once (Ray then ends the tasks of a driver that is gone).
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG (Linux)
-
-
 class RayExecutor:
     def __init__(self, config: ProjectConfig, address: str | None = None) -> None:
         self.config = config
@@ -68,12 +61,12 @@ class RayExecutor:
         here = str(Path(verify.__file__).resolve().parent.parent)
         code = (
             f"import sys; sys.path.insert(0, {here!r}); from verify.run.cluster.driver import main; "
-            "main(int(sys.argv[1]), int(sys.argv[2]))"
+            "main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))"
         )
-        command = [sys.executable, "-c", code, str(request_read), str(reply_write)]
+        command = [sys.executable, "-c", code, str(request_read), str(reply_write), str(os.getpid())]
         self._process = subprocess.Popen(
             command, pass_fds=(request_read, reply_write), stdin=subprocess.DEVNULL, stdout=self._log,
-            stderr=subprocess.STDOUT, cwd=tempfile.gettempdir(), start_new_session=True, preexec_fn=_die_with_dflash,
+            stderr=subprocess.STDOUT, cwd=tempfile.gettempdir(), start_new_session=True,
         )  # fmt: skip
         os.close(request_read)
         os.close(reply_write)
