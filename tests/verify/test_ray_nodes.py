@@ -94,7 +94,7 @@ def test_the_driver_s_node_lost_ends_the_run_with_exit_4_and_the_next_run_resume
     said = " ".join(errors.split())
     assert process.returncode == 4, output + errors
     assert "its executor lost: the process holding the Ray driver" in said, said
-    assert "run again to resume" in said
+    assert "verdicts reached are cached: run again" in said
     partial = json.loads(report.read_text())
     assert partial["interrupted"] and partial["interrupted_by"] == "", said
     # What was reached before the driver died (sub-slow too when it ran on the other node and beat the death),

@@ -118,7 +118,7 @@ def test_an_executor_that_dies_mid_run_ends_it_with_exit_4_a_partial_report_and_
     assert first.status is Status.KILLED
     [lost] = report.harness_errors
     assert "its executor lost: the process holding the Ray driver exited with code 1" in lost
-    assert "run again to resume" in lost
+    assert "verdicts reached are cached: run again" in lost
     assert "its executor lost" in " ".join(result.output.split())
 
     monkeypatch.setattr(phases, "open_executor", real)

@@ -153,15 +153,8 @@ def verify(
     from verify.run.catalog import load_mutations
     from verify.run.confine import probe
     from verify.run.interrupts import interrupt_signal
-    from verify.run.phases import (
-        BaselineError,
-        ExecutorLost,
-        HarnessError,
-        RunOptions,
-        SelectionError,
-        Shard,
-        run_verify,
-    )
+    from verify.run.jobs import ExecutorLost
+    from verify.run.phases import BaselineError, HarnessError, RunOptions, SelectionError, Shard, run_verify
     from verify.run.settings import ConfigError, load_config, with_overrides
 
     started = time.monotonic()

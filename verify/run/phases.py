@@ -1,13 +1,11 @@
 """The verify run: baseline, harness self-check, every selected mutation, then the flake check, in that order
 (first-kill mode: then the mutants a flaky gate stopped, on past it).
 
-Each mutation runs in a fresh child against the gates that reach its lines (`verify.run.judge` says when a
-second child is needed and what two attempts mean). Every final verdict goes into the cache and the
-partial report as it arrives, so an interrupted run loses nothing it finished and the next run resumes. So
-does a run whose executor dies under it (a Ray driver that lost its node): that ends the run with a harness
-error naming the cause and the partial report (exit code 4), never a verdict.
-At the end the user's tree must be byte-identical to what it was at the start (`verify.run.guard`). This
-module wires the pieces and returns a `RunReport`; it never prints.
+Each mutation runs in a fresh child against the gates that reach its lines (`verify.run.judge` says when a second
+child is needed and what two attempts mean). Every final verdict goes into the cache and the partial report as it
+arrives: a run interrupted, or ended by its executor's death (exit code 4), loses nothing it finished, and the next
+run resumes. At the end the user's tree must be byte-identical to what it was at the start (`verify.run.guard`).
+This module wires the pieces and returns a `RunReport`; it never prints.
 """
 
 from __future__ import annotations
@@ -32,8 +30,7 @@ from verify.run.probe import check_sources_imported
 from verify.run.selection import RunOptions, SelectionError, Shard, select
 from verify.run.settings import ProjectConfig
 
-__all__ = ["BaselineError", "ExecutorLost", "HarnessError", "Progress", "RunOptions", "SelectionError", "Shard",
-           "run_verify"]  # fmt: skip
+__all__ = ["BaselineError", "HarnessError", "Progress", "RunOptions", "SelectionError", "Shard", "run_verify"]
 
 
 @dataclass
@@ -93,7 +90,7 @@ class _Run:
             self_check=self.self_check,
             harness_errors=(*((self.lost,) if self.lost else ()), *self.harness_errors),
             first_kill=self.options.first_kill,
-            confinement=self.confinement,
+            confinement="; ".join(f"{node}: {what}" for node, what in self.nodes) or self.confinement,
             node_confinement=self.nodes,
             jobs=self.num_jobs,
         )
@@ -276,9 +273,7 @@ def run_verify(
     guard = TreeGuard(config.root, options.outputs, cache_mod.CACHE_DIR)  # the inventory before any child
     run.confinement = guard.confinement.describe()
     with guard, signals_as_interrupts(), open_executor(config, options.ray_address) as executor:
-        if executor.nodes:  # on a cluster the children's confinement is each node's
-            run.nodes = executor.nodes
-            run.confinement = "; ".join(f"{node}: {confinement}" for node, confinement in executor.nodes)
+        run.nodes = executor.nodes  # on a cluster the children's confinement is each node's
         ex = guard.watch(executor)
         run.num_jobs = options.jobs or config.jobs or executor.default_jobs
         run.baseline, coverage, run.self_check = run_pristine(ex, cache, tree, progress, run.num_jobs)
@@ -292,9 +287,7 @@ def run_verify(
         except KeyboardInterrupt as error:
             run.interrupted_by = interrupt_signal(error)
         except ExecutorLost as error:
-            run.lost = (
-                f"the run ended early, its executor lost: {error}; the verdicts reached are cached, run again to resume"
-            )
+            run.lost = f"the run ended early, its executor lost: {error}; verdicts reached are cached: run again"
     if not run.interrupted_by and not run.lost and cache_mod.tree_digest(config) != tree:
         run.harness_errors = ("the project's files changed during the run; its verdicts may mix two trees",)
     run.harness_errors += guard.errors
