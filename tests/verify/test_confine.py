@@ -237,3 +237,21 @@ def test_a_child_that_was_to_be_confined_and_is_not_runs_no_gate(toy_copy, monke
     assert "not confined, so no gate ran: its parent found Landlock, this child got none (DFLASH_CONFINE=off)" in (
         result.reason
     )
+
+
+def test_a_mutant_exiting_with_the_unconfined_code_is_a_crash_not_harness_trouble(toy_copy) -> None:
+    # Only the child, before any of the mutant's code runs, can say it was confined: a mutant that exits with
+    # the code an unconfined child uses is a child that died, judged like any crash.
+    from verify.run.child import UNCONFINED_EXIT
+    from verify.run.executor import Executor
+    from verify.run.jobs import Job
+    from verify.run.settings import load_config
+
+    root = toy_copy()
+    text = (root / "toy" / "arith.py").read_text()
+    mutated = text.replace("return a + b", f"return __import__('os')._exit({UNCONFINED_EXIT})")
+    assert mutated != text
+    job = Job("k", ("tests/gates/test_arith.py::test_add",), 60.0, (("toy/arith.py", mutated),))
+    with Executor(load_config(root)) as executor:
+        [result] = executor.run([job], 1)
+    assert result.state == "died" and result.reason.startswith(f"exited with code {UNCONFINED_EXIT}"), result

@@ -6,8 +6,9 @@ in a fresh copy of the parent's pristine private copy, which no child ever write
 first act is to confine itself (`verify.run.confine`) to writing its own folder (copy, temp dir, journal,
 result, log), the claims folder it shares with its siblings and the project's `writable` paths. A child that
 was to be confined and is not (the kernel refused a step, or offered no Landlock where its parent found some)
-runs nothing: it exits with `UNCONFINED_EXIT`, harness trouble that its executor reports as such, never a
-verdict. Runs in a child that an executor started, and ends with `os._exit`.
+runs nothing: it never writes to the fd its executor gave it to say "confined" (closed before any of the
+mutant's code runs, so no mutant can say it), and exits with `UNCONFINED_EXIT`; the executor reports that as
+harness trouble, never a verdict. Runs in a child that an executor started, and ends with `os._exit`.
 """
 
 from __future__ import annotations
@@ -131,19 +132,26 @@ def run_child(
     paths: JobPaths,
     claims: Path | None = None,
     confined: bool = False,
+    confined_fd: int = -1,
 ) -> int:
     """The child's body; returns its exit code. `job` is a `verify.run.executor.Job`; `claims` is the folder it
     shares with the sibling children that split its gates (None: it runs them all); `confined` says that its
-    parent found Landlock, so this child runs nothing unless it is confined too."""
+    parent found Landlock, so this child runs nothing unless it is confined too; `confined_fd` (a pipe's write
+    end, or -1) gets one byte once it is, and is closed either way before any gate."""
     # Before any of the project's code runs, and while this process has one thread: every later thread and
     # process inherits the restriction. Never unconfined where confinement was expected: no gate runs.
     try:
         applied = confine([paths.base, *([claims] if claims is not None else []), *writable_paths(config.writable)])
         if confined and not applied.active:
             raise ConfineError(f"its parent found Landlock, this child got none ({applied.why.partition('; ')[0]})")
+        if confined_fd >= 0:
+            os.write(confined_fd, b"1")
     except ConfineError as error:
         sys.stderr.write(f"not confined, so no gate ran: {error}\n")
         return UNCONFINED_EXIT
+    finally:
+        if confined_fd >= 0:
+            os.close(confined_fd)  # before any of the mutant's code runs: none can say "confined" here
     private = _isolate(config, job, pristine, paths)
     overrides = {str(private / rel): text for rel, text in job.overrides}
     finder = MutantFinder([private / rel for rel in config.import_paths], config.source_packages, overrides)

@@ -36,7 +36,7 @@ import pytest
 
 from verify.report.verdict import GateOutcome, Outcome
 from verify.run import reaper
-from verify.run.child import UNCONFINED_EXIT, JobPaths, prime, run_child
+from verify.run.child import JobPaths, prime, run_child
 from verify.run.confine import probe
 from verify.run.devices import DevicePool, check_cuda_untouched, child_environment, visible_devices
 from verify.run.jobs import Job, JobResult
@@ -82,6 +82,7 @@ class _Running:
     started: float
     scales: list[float]
     gpus: int = -1  # the DevicePool group it holds (-1: none)
+    confined_fd: int = -1  # the child writes here once it is confined, before any gate: closed unwritten if not
 
     @property
     def budget_s(self) -> float:
@@ -101,6 +102,7 @@ class Executor:
             DevicePool(self._devices, 1)  # no GPU visible: refused here, before anything is copied or forked
         self._pool: DevicePool | None = None
         self._confined = False  # Landlock found here: then a child that cannot confine itself runs nothing
+        self._said: set[int] = set()  # the read ends of the running children's "confined" pipes
 
     @property
     def nodes(self) -> tuple[tuple[str, str], ...]:
@@ -151,8 +153,8 @@ class Executor:
                 while pending and len(running) < max(1, num_jobs):
                     job = pending.pop()
                     gpus = self._pool.acquire() if self._pool is not None else -1
-                    pid, paths = self._spawn(job, self._pool.devices(gpus) if self._pool is not None else ())
-                    running[pid] = _Running(job, paths, time.monotonic(), [load_scale()], gpus)
+                    pid, paths, confined_fd = self._spawn(job, self._pool.devices(gpus) if self._pool else ())
+                    running[pid] = _Running(job, paths, time.monotonic(), [load_scale()], gpus, confined_fd)
                 if time.monotonic() - last_sample > _LOAD_SAMPLE_S:
                     scale, last_sample = load_scale(), time.monotonic()
                     for entry in running.values():
@@ -162,6 +164,8 @@ class Executor:
         finally:
             for pid, entry in running.items():
                 self._kill(pid)
+                self._said.discard(entry.confined_fd)
+                os.close(entry.confined_fd)
                 shutil.rmtree(entry.paths.base, ignore_errors=True)
             self._pool = None
         return [done[j.key] for j in jobs]
@@ -174,7 +178,13 @@ class Executor:
             if not finished and elapsed <= entry.budget_s:
                 continue
             self._kill(pid)  # past its budget; or finished, and whatever it left running in its group dies too
-            result = self._collect(entry, os.waitstatus_to_exitcode(status) if finished else None, elapsed)
+            # Said through a pipe whose only write end the child closed before any of the mutant's code ran, so no
+            # mutant can claim it (an exit code could be forged by one).
+            self._said.discard(entry.confined_fd)
+            with os.fdopen(entry.confined_fd, "rb") as said:
+                confined = said.read(1) == b"1"
+            code = os.waitstatus_to_exitcode(status) if finished else None
+            result = self._collect(entry, code, elapsed, confined or not self._confined)
             del running[pid]
             if self._pool is not None and entry.gpus >= 0:
                 self._pool.release(entry.gpus)
@@ -195,7 +205,7 @@ class Executor:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
 
-    def _spawn(self, job: Job, gpus: tuple[str, ...] = ()) -> tuple[int, JobPaths]:
+    def _spawn(self, job: Job, gpus: tuple[str, ...] = ()) -> tuple[int, JobPaths, int]:
         self._count += 1
         paths = JobPaths(Path(self._tmp, "jobs", f"{self._count}"))
         paths.base.mkdir(parents=True)
@@ -206,10 +216,13 @@ class Executor:
         sys.stdout.flush()
         sys.stderr.flush()
         parent = os.getpid()
+        confined_read, confined_write = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: never returns into the parent's code
             exit_code = 70
             try:
+                for fd in (confined_read, *self._said):  # a sibling's pipe is none of this child's business
+                    os.close(fd)
                 os.setpgid(0, 0)
                 _die_with_parent(parent)
                 reaper.become_subreaper()  # what the job starts comes back here when its parent dies
@@ -221,7 +234,7 @@ class Executor:
                 # words (a usage error) must reach the log the parent reads, so both streams write to the fds.
                 sys.stdout = open(1, "w", buffering=1, errors="replace", closefd=False)  # noqa: SIM115
                 sys.stderr = open(2, "w", buffering=1, errors="replace", closefd=False)  # noqa: SIM115
-                exit_code = run_child(self.config, job, self.pristine, paths, claims, self._confined)
+                exit_code = run_child(self.config, job, self.pristine, paths, claims, self._confined, confined_write)
                 # The job is over: whatever it started (a daemon in a session of its own) ends with it, before
                 # another job's window opens, so a late write can never be laid at another mutant's door.
                 reaper.end_children(within_s=5.0)
@@ -235,13 +248,19 @@ class Executor:
                 os._exit(exit_code)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.setpgid(pid, pid)  # both sides set it, so a kill right after fork cannot miss
-        return pid, paths
+        os.close(confined_write)
+        self._said.add(confined_read)
+        return pid, paths, confined_read
 
-    def _collect(self, entry: _Running, exit_code: int | None, elapsed: float) -> JobResult:
+    def _collect(self, entry: _Running, exit_code: int | None, elapsed: float, confined: bool = True) -> JobResult:
         job, paths = entry.job, entry.paths
         started, finished, stopped = read_journal(paths.journal)
         data = json.loads(paths.result.read_text()) if exit_code == 0 and paths.result.is_file() else {}
-        if exit_code is None:
+        if not confined:  # it ran no gate: harness trouble, tried again, never a verdict
+            tail = paths.log.read_text(errors="replace").strip().splitlines()[-1:] if paths.log.is_file() else []
+            state, why = "unconfined", (tail[0] if tail else "the child did not confine itself")[:200]
+            running_outcome = GateOutcome("", Outcome.NOT_RUN, 0.0, "Unconfined", why)
+        elif exit_code is None:
             state, why = "timeout", f"still running after {entry.budget_s:.1f}s (budget {job.timeout_s:.1f}s x load)"
             running_outcome = GateOutcome("", Outcome.TIMEOUT, elapsed, "Timeout", why)
         elif data:
@@ -252,10 +271,6 @@ class Executor:
                     ": " + " | ".join(line.strip()[:200] for line in tail) if tail else ""
                 )
             running_outcome = GateOutcome("", Outcome.NOT_RUN, 0.0, "Interrupted", "the session ended inside it")
-        elif exit_code == UNCONFINED_EXIT:  # it ran no gate: harness trouble, tried again, never a verdict
-            tail = paths.log.read_text(errors="replace").strip().splitlines()[-1:] if paths.log.is_file() else []
-            state, why = "unconfined", (tail[0] if tail else "the child could not confine itself")[:200]
-            running_outcome = GateOutcome("", Outcome.NOT_RUN, 0.0, "Unconfined", why)
         else:
             kind = signal.Signals(-exit_code).name if exit_code < 0 else f"exit {exit_code}"
             what = f"killed by {kind}" if exit_code < 0 else f"exited with code {exit_code}"
