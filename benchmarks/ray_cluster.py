@@ -22,13 +22,16 @@ __all__ = ["ADDRESS", "LocalCluster"]
 
 ADDRESS = "127.0.0.1:6379"
 _SCRIPT = Path(__file__).with_name("ray_cluster.sh")
+_NO_LANDLOCK = Path(__file__).with_name("no_landlock.py")
 _START_TIMEOUT_S = 180.0
 
 
 class LocalCluster:
-    """`with LocalCluster() as cluster:` two nodes of one CPU each; `cluster.command(argv)` runs inside."""
+    """`with LocalCluster() as cluster:` two nodes of one CPU each; `cluster.command(argv)` runs inside.
+    `LocalCluster(landlock_on_second=False)`: the second node's kernel refuses Landlock (benchmarks/no_landlock.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, landlock_on_second: bool = True) -> None:
+        self._wrapper = [] if landlock_on_second else [sys.executable, str(_NO_LANDLOCK)]
         self._process: subprocess.Popen[str] | None = None
         self._temp = ""
         self.namespace_pid = 0  # the script's pid: its network namespace is the cluster's
@@ -39,7 +42,8 @@ class LocalCluster:
                 raise RuntimeError(f"the local Ray cluster needs `{tool}` (util-linux, iproute2)")
         self._temp = tempfile.mkdtemp(prefix="dflash-ray-")
         bin_dir = str(Path(sys.executable).parent)
-        command = ["unshare", "--net", "--pid", "--fork", "--mount-proc", "bash", str(_SCRIPT), bin_dir, self._temp]
+        command = ["unshare", "--net", "--pid", "--fork", "--mount-proc", "bash", str(_SCRIPT), bin_dir, self._temp,
+                   *self._wrapper]  # fmt: skip
         self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert self._process.stdout is not None
         ready, _, _ = select.select([self._process.stdout], [], [], _START_TIMEOUT_S)

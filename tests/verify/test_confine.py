@@ -198,3 +198,60 @@ def test_what_a_job_started_ends_with_the_job_not_with_the_run(tmp_path, cli, mo
     assert not (shared / "daemon.txt").exists(), "the daemon outlived its job"
     statuses = {r.name: r.status for r in read_json(tmp_path / "r.json")[0].mutations}
     assert statuses == {"daemon-writes-later": Status.SURVIVED, "keeps-the-run-going": Status.SURVIVED}, result.output
+
+
+@pytest.mark.parametrize(
+    ("abi", "described"),
+    [
+        (7, "landlock ABI 7"),
+        (6, "landlock ABI 6"),
+        (5, "landlock ABI 5, partial: it does not govern signals to processes outside the child's own, the harness "
+            "included, nor abstract unix sockets outside them (from ABI 6)"),
+        (2, "landlock ABI 2, partial: it does not govern truncate by path (from ABI 3); nor signals to processes "
+            "outside the child's own, the harness included, nor abstract unix sockets outside them (from ABI 6)"),
+        (0, "off: no Landlock here"),
+    ],
+    ids=["abi-7", "abi-6", "abi-5-no-scoping", "abi-2-no-truncate", "none"],
+)  # fmt: skip
+def test_below_abi_6_confinement_is_partial_and_says_what_it_lacks(abi: int, described: str) -> None:
+    from verify.run.confine import Confinement
+
+    assert Confinement(abi, "no Landlock here" if abi == 0 else "").describe() == described
+
+
+def test_a_child_that_was_to_be_confined_and_is_not_runs_no_gate(toy_copy, monkeypatch) -> None:
+    # The parent found Landlock; its child's own probe then finds none (the switch flipped under it, as a node's
+    # kernel could refuse at run time): the child runs nothing, and says so, as harness trouble.
+    from verify.report.verdict import Outcome
+    from verify.run.executor import Executor
+    from verify.run.jobs import Job
+    from verify.run.settings import load_config
+
+    assert probe().active, "this machine's kernel has Landlock (6.x with it enabled): confinement must be on"
+    with Executor(load_config(toy_copy())) as executor:
+        monkeypatch.setenv("DFLASH_CONFINE", "off")
+        [result] = executor.run([Job("k", ("tests/gates/test_arith.py::test_add",), 60.0)], 1)
+    assert result.state == "unconfined", result
+    gate = "tests/gates/test_arith.py::test_add"
+    assert [(o.gate_id, o.outcome) for o in result.outcomes] == [(gate, Outcome.NOT_RUN)]
+    assert "not confined, so no gate ran: its parent found Landlock, this child got none (DFLASH_CONFINE=off)" in (
+        result.reason
+    )
+
+
+def test_a_mutant_exiting_with_the_unconfined_code_is_a_crash_not_harness_trouble(toy_copy) -> None:
+    # Only the child, before any of the mutant's code runs, can say it was confined: a mutant that exits with
+    # the code an unconfined child uses is a child that died, judged like any crash.
+    from verify.run.child import UNCONFINED_EXIT
+    from verify.run.executor import Executor
+    from verify.run.jobs import Job
+    from verify.run.settings import load_config
+
+    root = toy_copy()
+    text = (root / "toy" / "arith.py").read_text()
+    mutated = text.replace("return a + b", f"return __import__('os')._exit({UNCONFINED_EXIT})")
+    assert mutated != text
+    job = Job("k", ("tests/gates/test_arith.py::test_add",), 60.0, (("toy/arith.py", mutated),))
+    with Executor(load_config(root)) as executor:
+        [result] = executor.run([job], 1)
+    assert result.state == "died" and result.reason.startswith(f"exited with code {UNCONFINED_EXIT}"), result

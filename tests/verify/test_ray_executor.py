@@ -98,11 +98,13 @@ def test_verdicts_equal_the_fork_executors(cluster, toy_run, toy_copy, hash_tree
     assert "FAIL" in output.partition("\n--- stderr")[0].strip().splitlines()[-1]
 
 
-def _processes(marker: str) -> list[int]:
-    """Pids whose command line holds `marker` (Ray sets its workers' titles to ray::TASK while they run one)."""
+def _processes(marker: str, cluster: LocalCluster | None = None) -> list[int]:
+    """Pids whose command line holds `marker` (Ray sets its workers' titles to ray::TASK while they run one); of
+    `cluster`'s processes alone when given (another test module may run a cluster of its own at the same time)."""
+    ours = set(_descendants(cluster.namespace_pid)) if cluster is not None else None
     found = []
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
+        if entry.name.isdigit() and (ours is None or int(entry.name) in ours):
             try:
                 if marker in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
                     found.append(int(entry.name))
@@ -123,7 +125,9 @@ def test_a_worker_killed_mid_job_is_retried_and_changes_no_verdict(cluster, toy_
     command = cluster.command([*DFLASH, *RAY, "--project", str(root), "-m", "add-slow", "--json", str(root / "r.json")])
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_environment())
     # The mutant's job is the one that sleeps: its worker's server has a forked child running the gate.
-    worker = wait_for(lambda: [p for p in _processes("ray::run_job") if any(_children(s) for s in _children(p))], 120)
+    worker = wait_for(
+        lambda: [p for p in _processes("ray::run_job", cluster) if any(_children(s) for s in _children(p))], 120
+    )
     assert worker, "no Ray task ran the mutant"
     server = _children(worker[0])[0]
     os.kill(worker[0], signal.SIGKILL)
@@ -141,15 +145,15 @@ def test_sigterm_cancels_every_task_exits_143_and_the_next_run_resumes(cluster, 
     process = subprocess.Popen(cluster.command([*DFLASH, *RAY, *args]), stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, env=_environment())  # fmt: skip
     # Interrupted once the quick mutant's verdict is in (the partial report) and the slow one's task is running.
-    assert wait_for(lambda: _finished(root) == {"add-off-by-one"} and _processes("ray::run_job"), 150), (
+    assert wait_for(lambda: _finished(root) == {"add-off-by-one"} and _processes("ray::run_job", cluster), 150), (
         "never got there"
     )
     process.send_signal(signal.SIGTERM)
     output, _ = process.communicate(timeout=90)
     assert process.returncode == 143, output
-    assert _processes("ray::run_job") == [], "a task of the interrupted run is still running"
+    assert _processes("ray::run_job", cluster) == [], "a task of the interrupted run is still running"
     # Nor any server or child of it: the driver is gone, so Ray ends its workers, and their servers die with them.
-    assert wait_for(lambda: not _processes("verify.run.cluster.server"), 60), "a node server outlived the run"
+    assert wait_for(lambda: not _processes("verify.run.cluster.server", cluster), 60), "a node server outlived the run"
     code, report, output = _run(cluster, root, "-m", "add-off-by-one", "-m", "sub-slow", "--jobs", "2")
     assert code == 0, output
     by_name = {m["name"]: m for m in report["mutations"]}
@@ -178,6 +182,48 @@ def test_a_driver_whose_harness_differs_from_the_workers_is_refused(cluster, toy
                           capture_output=True, text=True, timeout=120, env=environment, cwd=copy)  # fmt: skip
     assert done.returncode == 2, done.stdout + done.stderr
     assert "differs from this machine in harness" in done.stdout + done.stderr
+
+
+# Every slot of the cluster is held by a task of the test's own for HOLD_S; the driver's backstop is cut to
+# BACKSTOP_S after a task starts, shorter than that wait and much longer than one job.
+HOLD_S, BACKSTOP_S = 15.0, 10.0
+QUEUED = f"""
+import json, sys, time
+from pathlib import Path
+import ray
+from verify.run.cluster import driver
+from verify.run.jobs import Job
+from verify.run.settings import load_config
+
+driver.BACKSTOP_SCALE, driver.BACKSTOP_GRACE_S = 0.0, {BACKSTOP_S}
+
+@ray.remote(num_cpus=1)
+def hold():
+    yield "started"
+    time.sleep({HOLD_S})
+
+with driver.Driver(load_config(Path(sys.argv[1])), sys.argv[2]) as cluster:
+    holders = [hold.remote() for _ in range(cluster.capacity)]
+    for holder in holders:
+        ray.get(next(holder))  # every slot is taken now
+    jobs = [Job(f"queued-{{i}}", ("tests/gates/test_arith.py::test_add",), 60.0) for i in range(cluster.capacity + 1)]
+    results = cluster.run(jobs, len(jobs))
+    print(json.dumps([[r.key, r.state, r.reason, [str(o.outcome) for o in r.outcomes]] for r in results]))
+"""
+
+
+def test_a_task_waiting_for_a_slot_is_never_declared_lost(cluster, toy_copy) -> None:
+    # More jobs than the cluster holds, queued behind tasks that hold every slot longer than the backstop: each
+    # waits, then runs, and none comes back lost (the backstop counts from a task's start, not from its queue).
+    root = toy_copy("queued")
+    command = cluster.command([sys.executable, "-c", QUEUED, str(root), ADDRESS])
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240, env=_environment(), cwd=root.parent)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [(key, state, outcomes) for key, state, _, outcomes in results] == [
+        (f"queued-{i}", "done", ["passed"]) for i in range(len(results))
+    ], results
+    assert len(results) == 3  # the two slots of the cluster, and one more
 
 
 def _addresses(cluster: LocalCluster) -> list[tuple[str, int, str]]:
@@ -261,7 +307,7 @@ def test_a_node_lost_mid_job_is_retried_on_another_and_changes_no_verdict(cluste
 
     def mutant_on_the_worker_node() -> int:
         # A worker whose server has a forked child (a mutant's gate running), on the node that is not the head.
-        for worker in _processes("ray::run_job"):
+        for worker in _processes("ray::run_job", cluster):
             raylet = _raylet_of(worker)
             head = raylet and "--head" in (Path(f"/proc/{raylet}/cmdline").read_bytes().decode(errors="replace"))
             if raylet and not head and any(_children(s) for s in _children(worker)):

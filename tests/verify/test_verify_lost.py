@@ -9,7 +9,7 @@ from pathlib import Path
 from verify.report.files import read_json
 from verify.report.verdict import GateOutcome, Outcome, Status
 from verify.run import phases
-from verify.run.jobs import Job, JobResult
+from verify.run.jobs import ExecutorLost, Job, JobResult
 
 LOST = "add-off-by-one"
 LOST_TEXT = "return a + b + 1"  # the text its override serves
@@ -31,6 +31,10 @@ class _Losing:
     @property
     def default_jobs(self) -> int:
         return self.inner.default_jobs
+
+    @property
+    def nodes(self) -> tuple[tuple[str, str], ...]:
+        return self.inner.nodes
 
     def run(self, jobs, num_jobs, on_done=None) -> list[JobResult]:
         losing = [j for j in jobs if any(LOST_TEXT in text for _, text in j.overrides)]
@@ -82,3 +86,44 @@ def test_a_job_lost_on_every_try_is_an_error_never_a_verdict_and_is_judged_again
     by_name = {r.name: r for r in report.mutations}
     assert {name: r.status for name, r in by_name.items()} == {LOST: Status.KILLED, "sub-swaps-operands": Status.KILLED}
     assert not by_name[LOST].cached and by_name["sub-swaps-operands"].cached
+
+
+class _Dying(_Losing):
+    """The real executor, until the mutation phase's first result is in: then the executor itself dies (as the Ray
+    driver's process does when its node is lost), and so does every later call."""
+
+    def run(self, jobs, num_jobs, on_done=None) -> list[JobResult]:
+        mutants = [j for j in jobs if not j.key.startswith("_")]  # the baseline's and flake check's jobs are "_..."
+        if self.lost or not mutants:
+            if self.lost:
+                raise ExecutorLost("the process holding the Ray driver exited with code 1: connection to the plasma")
+            return self.inner.run(jobs, num_jobs, on_done)
+        self.inner.run(mutants[:1], num_jobs, on_done)  # its verdict is reached (and cached) before the death
+        self.lost = 1
+        raise ExecutorLost("the process holding the Ray driver exited with code 1: connection to the plasma")
+
+
+def test_an_executor_that_dies_mid_run_ends_it_with_exit_4_a_partial_report_and_a_resume(
+    toy_copy, cli, monkeypatch, tmp_path: Path
+) -> None:
+    root = toy_copy()
+    real = phases.open_executor
+    monkeypatch.setattr(phases, "open_executor", lambda *args, **kwargs: _Dying(real(*args, **kwargs)))
+    selected = ("-m", LOST, "-m", "sub-swaps-operands", "--jobs", "1")
+    result = cli("--project", str(root), *selected, "--json", str(tmp_path / "dead.json"))
+    assert result.exit_code == 4, result.output  # harness trouble, neither a pass nor the survivors' 1
+    report, _ = read_json(tmp_path / "dead.json")
+    assert report.interrupted and not report.interrupted_by
+    [first] = report.mutations  # one verdict reached before the death; nothing judged after it
+    assert first.status is Status.KILLED
+    [lost] = report.harness_errors
+    assert "its executor lost: the process holding the Ray driver exited with code 1" in lost
+    assert "verdicts reached are cached: run again" in lost
+    assert "its executor lost" in " ".join(result.output.split())
+
+    monkeypatch.setattr(phases, "open_executor", real)
+    again = cli("--project", str(root), *selected, "--json", str(tmp_path / "again.json"))
+    assert again.exit_code == 0, again.output
+    by_name = {r.name: r for r in read_json(tmp_path / "again.json")[0].mutations}
+    assert {name: r.status for name, r in by_name.items()} == {LOST: Status.KILLED, "sub-swaps-operands": Status.KILLED}
+    assert by_name[first.name].cached and not [r for r in by_name.values() if r.name != first.name][0].cached

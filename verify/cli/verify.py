@@ -19,6 +19,7 @@ import typer
 from verify.cli.explain import add_explanations, explain_mutation
 from verify.cli.mutations import ProjectOption
 from verify.cli.reporting import (
+    EXIT_ERROR,
     EXIT_HARNESS,
     EXIT_SIGNAL,
     EXIT_USAGE,
@@ -156,13 +157,14 @@ def verify(
     from verify.mutation import MutationError
     from verify.report.files import write_json
     from verify.report.progress import PhaseProgress
-    from verify.report.terminal import render_confinement, render_error
+    from verify.report.terminal import render_confinement, render_error, render_node_confinement
     from verify.report.verdict import RunReport
     from verify.run.apply import details_for
     from verify.run.cache import ChangedSinceError, ResultCache
     from verify.run.catalog import load_mutations
     from verify.run.confine import probe
     from verify.run.interrupts import interrupt_signal
+    from verify.run.jobs import ExecutorLost
     from verify.run.phases import BaselineError, HarnessError, RunOptions, SelectionError, Shard, run_verify
     from verify.run.settings import ConfigError, load_config, with_overrides
 
@@ -192,7 +194,8 @@ def verify(
             if json is not None:
                 write_json(report, json)
 
-        if not (confinement := probe()).active:  # said once, before anything runs; the reports keep it too
+        # Said once, before anything runs (the reports keep it too); on a cluster each node's, once probed.
+        if config.executor != "ray" and (not (confinement := probe()).active or confinement.missing):
             render_confinement(confinement.describe())
         with PhaseProgress() as progress:
             report = run_verify(config, mutations, options, progress, on_report=partial)
@@ -202,10 +205,15 @@ def verify(
     except (BaselineError, HarnessError) as error:
         render_error(str(error))
         raise typer.Exit(EXIT_HARNESS) from None
+    except ExecutorLost as error:  # before the mutations: nothing judged yet, nothing to report
+        render_error(f"the run ended before its baseline and self-check finished, its executor lost: {error}")
+        raise typer.Exit(EXIT_ERROR) from None
     except KeyboardInterrupt as error:
         signal_name = interrupt_signal(error)
         render_error(f"interrupted by {signal_name} before the baseline and self-check finished; nothing to report")
         raise typer.Exit(EXIT_SIGNAL.get(signal_name, 130)) from None
+    if report.node_confinement:
+        render_node_confinement(report.node_confinement)
     details = details_for({r.name: mutations[r.name] for r in report.mutations}, config.root)
     if not no_explain:
         problems: list[str] = []

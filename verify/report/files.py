@@ -7,6 +7,7 @@ Keys are only ever added to the schema:
                  "counts": {status: n}}, "settings": {...}, "wall_s": float|null, "self_check": str,
      "shard": "K/N" or "", "interrupted": bool, "interrupted_by": "SIGINT"|"SIGTERM"|"",
      "first_kill": bool, "count": "killed"|"detected", "generated": bool, "confinement": "landlock ABI n"|"off: why"|"",
+     "node_confinement": {node: "landlock ABI n"|"off: why"} (a Ray run's nodes; {} otherwise),
      "baseline": {"status": "green", "gates": [{"id", "duration_s"}]},
      "mutations": [{"name", "status", "killed_by", "ran", "duration_s", "reason", "cached",
                     "attempts", "red_by_check", "red_by_exception",
@@ -131,6 +132,7 @@ def to_json(
         "count": report.counting,
         "generated": report.generated,
         "confinement": report.confinement,
+        "node_confinement": dict(report.node_confinement),
         "baseline": {
             "status": report.baseline.status,
             "gates": [{"id": g.gate_id, "duration_s": g.duration_s} for g in report.baseline.gates],
@@ -180,6 +182,7 @@ def read_report(path: Path) -> tuple[RunReport, dict[str, Detail], RunInfo]:
         generated=bool(data.get("generated", False)),
         confinement=str(data.get("confinement", "")),
         counting="detected" if data.get("count") == "detected" else "killed",
+        node_confinement=tuple((str(k), str(v)) for k, v in (data.get("node_confinement") or {}).items()),
     )
     details = {m["name"]: _detail(m) for m in data["mutations"] if "file" in m}
     verdict = data.get("verdict") or {}
@@ -260,5 +263,6 @@ def merge(paths: Sequence[Path], allow_partial: bool = False) -> tuple[RunReport
         first_kill=any(r.first_kill for r in reports),
         confinement=next((r.confinement for r in reports if r.confinement.startswith("off")), first.confinement),
         counting=first.counting,
+        node_confinement=tuple(dict(n for r in reports for n in r.node_confinement).items()),
     )
     return merged, details

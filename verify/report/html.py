@@ -253,7 +253,8 @@ def _header(report: RunReport, info: RunInfo, viewer_version: str, details: Mapp
         f"dflash-verify {_e(info.tool_version or '?')}, commit {_e(info.commit or 'unknown')}, "
         f"{len(report.baseline.gate_ids)} gates, score {format_score(verdict.score)}, "
         f"detected {format_score(report.detected)}, harness self-check {_e(report.self_check or 'n/a')}; "
-        f"viewer: mutation-testing-elements {_e(viewer_version)}"
+        + (f"confinement {_e(report.confinement)}; " if report.confinement else "")
+        + f"viewer: mutation-testing-elements {_e(viewer_version)}"
     )
     note = f'<p class="note" id="dflash-first-kill">{_e(FIRST_KILL_NOTE)}</p>' if report.first_kill else ""
     nav = '<nav><a href="#dflash-viewer">Source and gates</a><a href="#dflash-matrix">Mutation &times; gate</a>'

@@ -26,6 +26,7 @@ from verify.report.verdict import MutationResult, RunReport
 
 __all__ = [
     "render_confinement",
+    "render_node_confinement",
     "render_error",
     "render_gate_list",
     "render_matrix",
@@ -261,11 +262,26 @@ def render_gate_list(title: str, gate_ids: Sequence[str], console: Console | Non
 
 
 def render_confinement(confinement: str, console: Console | None = None) -> None:
-    """The run's first line when its children run unconfined (`confinement` is "off: why")."""
+    """A line on the run's confinement when it is less than full: "off: why" (children run unconfined) or
+    "landlock ABI n, partial: what it lacks"."""
+    what = (
+        "children can write wherever you can; the project and your home's start-up files are checked for changes "
+        "after the run"
+        if confinement.startswith("off")
+        else "children cannot write outside their own folders, but can do what this ABI does not govern"
+    )
     (console or Console(stderr=True)).print(
-        f"confinement {confinement}: children can write wherever you can; the project and your home's start-up "
-        "files are checked for changes after the run (docs/how-to/confinement.md)",
+        f"confinement {confinement}: {what} (docs/how-to/confinement.md)",
         style="yellow", markup=False, highlight=False,
+    )  # fmt: skip
+
+
+def render_node_confinement(nodes: Sequence[tuple[str, str]], console: Console | None = None) -> None:
+    """A Ray run's confinement, node by node: where the children ran, not this machine."""
+    full = all(not c.startswith("off") and "partial" not in c for _, c in nodes)
+    (console or Console(stderr=True)).print(
+        "confinement per node: " + "; ".join(f"{node} {confinement}" for node, confinement in nodes),
+        style=None if full else "yellow", markup=False, highlight=False,
     )  # fmt: skip
 
 

@@ -168,8 +168,10 @@ class RunReport:
     # Mutants a tool generated (an operator sweep), not a registered catalog: one rejected before any gate ran
     # (stale) is the tool's business and an empty run is nothing to do, neither a failure.
     generated: bool = False
-    # What kept children out of the user's files: "landlock ABI n", "off: why" (detection only), "" unknown.
+    # What kept children out of the user's files: "landlock ABI n" (", partial: what it lacks" below ABI 6),
+    # "off: why" (detection only), "" unknown; on a cluster, "node: that; node: that" for every node.
     confinement: str = ""
+    node_confinement: tuple[tuple[str, str], ...] = ()  # (node, its children's confinement) on a Ray cluster
     jobs: int = 0  # children at once, as the run held them (the executor's capacity unless told); 0: unknown
     counting: str = "killed"  # what passes the CI gate ([tool.dflash] count): "killed" (or caught), or "detected"
 

@@ -4,8 +4,11 @@ gates under pytest with the mutated text served by the import hook, journalled g
 Nothing a child does can reach another child or the user's tree through the files it was given: it works
 in a fresh copy of the parent's pristine private copy, which no child ever writes. Nor by naming a path: its
 first act is to confine itself (`verify.run.confine`) to writing its own folder (copy, temp dir, journal,
-result, log), the claims folder it shares with its siblings and the project's `writable` paths. Runs in a
-child that an executor started, and ends with `os._exit`.
+result, log), the claims folder it shares with its siblings and the project's `writable` paths. A child that
+was to be confined and is not (the kernel refused a step, or offered no Landlock where its parent found some)
+runs nothing: it never writes to the fd its executor gave it to say "confined" (closed before any of the
+mutant's code runs, so no mutant can say it), and exits with `UNCONFINED_EXIT`; the executor reports that as
+harness trouble, never a verdict. Runs in a child that an executor started, and ends with `os._exit`.
 """
 
 from __future__ import annotations
@@ -24,12 +27,14 @@ import pytest
 
 from verify.run import coverage_map
 from verify.run.apply import MutantFinder
-from verify.run.confine import confine, writable_paths
+from verify.run.confine import ConfineError, confine, writable_paths
 from verify.run.recorder import Recorder
 from verify.run.settings import ProjectConfig
 from verify.seeds import GATE_SEED_ENV
 
-__all__ = ["JobPaths", "prime", "run_child"]
+__all__ = ["UNCONFINED_EXIT", "JobPaths", "prime", "run_child"]
+
+UNCONFINED_EXIT = 77  # the child was to be confined and could not be: it ran nothing (EX_NOPERM)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -121,12 +126,33 @@ def _isolate(config: ProjectConfig, job: Any, pristine: Path, paths: JobPaths) -
     return private
 
 
-def run_child(config: ProjectConfig, job: Any, pristine: Path, paths: JobPaths, claims: Path | None = None) -> int:
+def run_child(
+    config: ProjectConfig,
+    job: Any,
+    pristine: Path,
+    paths: JobPaths,
+    claims: Path | None = None,
+    confined: bool = False,
+    confined_fd: int = -1,
+) -> int:
     """The child's body; returns its exit code. `job` is a `verify.run.executor.Job`; `claims` is the folder it
-    shares with the sibling children that split its gates (None: it runs them all)."""
+    shares with the sibling children that split its gates (None: it runs them all); `confined` says that its
+    parent found Landlock, so this child runs nothing unless it is confined too; `confined_fd` (a pipe's write
+    end, or -1) gets one byte once it is, and is closed either way before any gate."""
     # Before any of the project's code runs, and while this process has one thread: every later thread and
-    # process inherits the restriction. A kernel that has Landlock and refuses it raises: never unconfined.
-    confine([paths.base, *([claims] if claims is not None else []), *writable_paths(config.writable)])
+    # process inherits the restriction. Never unconfined where confinement was expected: no gate runs.
+    try:
+        applied = confine([paths.base, *([claims] if claims is not None else []), *writable_paths(config.writable)])
+        if confined and not applied.active:
+            raise ConfineError(f"its parent found Landlock, this child got none ({applied.why.partition('; ')[0]})")
+        if confined_fd >= 0:
+            os.write(confined_fd, b"1")
+    except ConfineError as error:
+        sys.stderr.write(f"not confined, so no gate ran: {error}\n")
+        return UNCONFINED_EXIT
+    finally:
+        if confined_fd >= 0:
+            os.close(confined_fd)  # before any of the mutant's code runs: none can say "confined" here
     private = _isolate(config, job, pristine, paths)
     overrides = {str(private / rel): text for rel, text in job.overrides}
     finder = MutantFinder([private / rel for rel in config.import_paths], config.source_packages, overrides)

@@ -10,8 +10,10 @@ Landlock does not govern chmod, chown, utime or xattrs: the end-of-run inventory
 reports those in the project. Threads that exist when `confine` runs stay unconfined, so it runs first thing
 in a single-threaded child.
 
-`DFLASH_CONFINE=off` in the environment turns confinement off (the tests of the detection path use it). This
-module knows nothing of mutations, jobs or reports.
+Below ABI 6 a confined child can still signal processes outside its own (the harness that runs it included):
+such confinement is described as "partial", with what it lacks. `DFLASH_CONFINE=off` in the environment turns
+confinement off (the tests of the detection path use it). This module knows nothing of mutations, jobs or
+reports.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["WRITABLE_DOC", "ConfineError", "Confinement", "check_writable", "confine", "device_files", "probe",
-           "writable_paths"]  # fmt: skip
+           "switched_off", "writable_paths"]  # fmt: skip
 
 SWITCH = "DFLASH_CONFINE"  # "off": no confinement (the detection path's tests); anything else: on where possible
 
@@ -41,6 +43,7 @@ _MAKE = sum(1 << bit for bit in range(6, 13))  # char, dir, reg, sock, fifo, blo
 _REFER, _TRUNCATE = 1 << 13, 1 << 14
 _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1
 _ERRORS = {38: "the kernel has no Landlock system calls (ENOSYS)", 95: "Landlock is disabled at boot (EOPNOTSUPP)"}
+SCOPED_ABI = 6  # the first ABI that keeps a child's signals and abstract unix sockets among its own processes
 
 
 WRITABLE_DOC = (
@@ -103,8 +106,30 @@ class Confinement:
     def active(self) -> bool:
         return self.abi > 0
 
+    @property
+    def missing(self) -> tuple[str, ...]:
+        """What this ABI leaves a confined child free to do that a full confinement (ABI 6 on) refuses."""
+        if not self.active:
+            return ()
+        gaps = []
+        if self.abi < 3:
+            gaps.append("truncate by path (from ABI 3)")
+        if self.abi < SCOPED_ABI:
+            gaps.append(f"signals to processes outside the child's own, the harness included, nor abstract unix "
+                        f"sockets outside them (from ABI {SCOPED_ABI})")  # fmt: skip
+        return tuple(gaps)
+
     def describe(self) -> str:
-        return f"landlock ABI {self.abi}" if self.active else f"off: {self.why}"
+        if not self.active:
+            return f"off: {self.why}"
+        if self.missing:
+            return f"landlock ABI {self.abi}, partial: it does not govern {'; nor '.join(self.missing)}"
+        return f"landlock ABI {self.abi}"
+
+
+def switched_off() -> bool:
+    """Confinement turned off for the run (`DFLASH_CONFINE=off`), whatever the kernel offers."""
+    return os.environ.get(SWITCH, "").lower() == "off"
 
 
 def _libc() -> ctypes.CDLL:
@@ -115,7 +140,7 @@ def _libc() -> ctypes.CDLL:
 
 def probe() -> Confinement:
     """The Landlock ABI this kernel offers, or why there is none (or the switch that turned it off)."""
-    if os.environ.get(SWITCH, "").lower() == "off":
+    if switched_off():
         return Confinement(0, f"{SWITCH}=off")
     numbers = _SYSCALLS.get(platform.machine())
     if numbers is None:

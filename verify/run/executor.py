@@ -37,6 +37,7 @@ import pytest
 from verify.report.verdict import GateOutcome, Outcome
 from verify.run import ceilings, hardening, reaper
 from verify.run.child import JobPaths, prime, run_child
+from verify.run.confine import probe
 from verify.run.devices import DevicePool, check_cuda_untouched, child_environment, visible_devices
 from verify.run.jobs import Job, JobResult
 from verify.run.private_copy import adopt_bytecode, copy_files
@@ -72,6 +73,7 @@ class _Running:
     gpus: int = -1  # the DevicePool group it holds (-1: none)
     ceilings: hardening.Ceilings = hardening.Ceilings()
     breach: tuple[str, str] = ("", "")  # (exc_type, why) when the parent ended it past a ceiling
+    confined_fd: int = -1  # the child writes here once it is confined, before any gate: closed unwritten if not
 
     @property
     def budget_s(self) -> float:
@@ -95,6 +97,13 @@ class Executor:
         if config.device == "cuda":
             DevicePool(self._devices, 1)  # no GPU visible: refused here, before anything is copied or forked
         self._pool: DevicePool | None = None
+        self._confined = False  # Landlock found here: then a child that cannot confine itself runs nothing
+        self._said: set[int] = set()  # the read ends of the running children's "confined" pipes
+
+    @property
+    def nodes(self) -> tuple[tuple[str, str], ...]:
+        """No nodes: the children run on this machine, under the run's own confinement."""
+        return ()
 
     @property
     def default_jobs(self) -> int:
@@ -102,6 +111,7 @@ class Executor:
         return len(self._devices) or self.config.num_jobs
 
     def __enter__(self) -> Executor:
+        self._confined = probe().active
         self._tmp = tempfile.mkdtemp(prefix="dflash-verify-")
         self.pristine = Path(self._tmp, "pristine").resolve()
         copy_files(self.config.root, project_files(self.config), self.pristine)
@@ -144,8 +154,11 @@ class Executor:
                     job = pending.pop()
                     gpus = self._pool.acquire() if self._pool is not None else -1
                     limits = ceilings.for_child(self.config, job.key, (num_jobs, self._slots), self._peak)
-                    pid, paths = self._spawn(job, self._pool.devices(gpus) if self._pool is not None else (), limits)
-                    running[pid] = _Running(job, paths, time.monotonic(), [ceilings.load_scale()], gpus, limits)
+                    devices = self._pool.devices(gpus) if self._pool is not None else ()
+                    pid, paths, confined_fd = self._spawn(job, devices, limits)
+                    running[pid] = _Running(
+                        job, paths, time.monotonic(), [ceilings.load_scale()], gpus, limits, confined_fd=confined_fd
+                    )
                 if time.monotonic() - last_watch > _WATCH_S:
                     last_watch = time.monotonic()
                     sample = last_watch - last_sample > _LOAD_SAMPLE_S
@@ -162,6 +175,8 @@ class Executor:
             for pid, entry in running.items():
                 reaper.end_tree(pid)
                 self._kill(pid)
+                self._said.discard(entry.confined_fd)
+                os.close(entry.confined_fd)
                 shutil.rmtree(entry.paths.base, ignore_errors=True)
             reaper.end_children(keep=self._keep, within_s=_LEFTOVERS_S)
             self._pool = None
@@ -177,6 +192,11 @@ class Executor:
             if not finished:
                 reaper.end_tree(pid)  # past its budget: it and everything beneath it, while it is still ours
             self._kill(pid)  # whatever it left running in its group dies too
+            # Said through a pipe whose only write end the child closed before any of the mutant's code ran, so no
+            # mutant can claim it (an exit code could be forged by one).
+            self._said.discard(entry.confined_fd)
+            with os.fdopen(entry.confined_fd, "rb") as said:
+                confined = said.read(1) == b"1"
             del running[pid]
             # What the job started outside its group came back here: it ends before another job's window opens.
             if reaper.has_strays(keep := self._keep | set(running)):
@@ -184,7 +204,7 @@ class Executor:
             # Its peak resident memory: a fork's counts only the pages it touched, so this is what it took.
             peak = usage.ru_maxrss * 1024 if finished else 0
             exit_code = os.waitstatus_to_exitcode(status) if finished else None
-            result = self._collect(entry, exit_code, elapsed, peak)
+            result = self._collect(entry, exit_code, elapsed, peak, confined or not self._confined)
             if ceilings.harness_job(entry.job.key) and result.state == "done":
                 self._peak = max(self._peak, peak)
             if self._pool is not None and entry.gpus >= 0:
@@ -206,7 +226,7 @@ class Executor:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
 
-    def _spawn(self, job: Job, gpus: tuple[str, ...], limits: hardening.Ceilings) -> tuple[int, JobPaths]:
+    def _spawn(self, job: Job, gpus: tuple[str, ...], limits: hardening.Ceilings) -> tuple[int, JobPaths, int]:
         self._count += 1
         paths = JobPaths(Path(self._tmp, "jobs", f"{self._count}"))
         paths.base.mkdir(parents=True)
@@ -217,10 +237,13 @@ class Executor:
         sys.stdout.flush()
         sys.stderr.flush()
         parent = os.getpid()
+        confined_read, confined_write = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: never returns into the parent's code
             exit_code = 70
             try:
+                for fd in (confined_read, *self._said):  # a sibling's pipe is none of this child's business
+                    os.close(fd)
                 os.setpgid(0, 0)
                 hardening.die_with_parent(parent)
                 reaper.become_subreaper()  # what the job starts comes back here when its parent dies
@@ -233,7 +256,7 @@ class Executor:
                 # words (a usage error) must reach the log the parent reads, so both streams write to the fds.
                 sys.stdout = open(1, "w", buffering=1, errors="replace", closefd=False)  # noqa: SIM115
                 sys.stderr = open(2, "w", buffering=1, errors="replace", closefd=False)  # noqa: SIM115
-                exit_code = run_child(self.config, job, self.pristine, paths, claims)
+                exit_code = run_child(self.config, job, self.pristine, paths, claims, self._confined, confined_write)
                 # The job is over: whatever it started (a daemon in a session of its own) ends with it, before
                 # another job's window opens, so a late write can never be laid at another mutant's door.
                 reaper.end_children(within_s=5.0)
@@ -247,15 +270,23 @@ class Executor:
                 os._exit(exit_code)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.setpgid(pid, pid)  # both sides set it, so a kill right after fork cannot miss
-        return pid, paths
+        os.close(confined_write)
+        self._said.add(confined_read)
+        return pid, paths, confined_read
 
-    def _collect(self, entry: _Running, exit_code: int | None, elapsed: float, peak: int = 0) -> JobResult:
+    def _collect(
+        self, entry: _Running, exit_code: int | None, elapsed: float, peak: int = 0, confined: bool = True
+    ) -> JobResult:
         job, paths = entry.job, entry.paths
         started, finished, stopped = read_journal(paths.journal)
         data = json.loads(paths.result.read_text()) if exit_code == 0 and paths.result.is_file() else {}
         if not entry.breach[0] and exit_code and not data:  # died: at its memory ceiling?
             entry.breach = ceilings.died_at(peak, entry.ceilings, exit_code)
-        if entry.breach[0]:
+        if not confined:  # it ran no gate: harness trouble, tried again, never a verdict
+            tail = paths.log.read_text(errors="replace").strip().splitlines()[-1:] if paths.log.is_file() else []
+            state, why = "unconfined", (tail[0] if tail else "the child did not confine itself")[:200]
+            running_outcome = GateOutcome("", Outcome.NOT_RUN, 0.0, "Unconfined", why)
+        elif entry.breach[0]:
             state, why = "died", entry.breach[1]
             running_outcome = GateOutcome("", Outcome.EXCEPTION, 0.0, entry.breach[0], why)
         elif exit_code is None:

@@ -17,7 +17,12 @@ from typing import Any, Protocol
 from verify.report.verdict import GateOutcome
 from verify.run.settings import ProjectConfig
 
-__all__ = ["Job", "JobExecutor", "JobResult"]
+__all__ = ["ExecutorLost", "Job", "JobExecutor", "JobResult"]
+
+
+class ExecutorLost(Exception):
+    """The executor itself is gone mid-run (the process holding a Ray cluster connection died with its node):
+    harness trouble that ends the run, never a verdict. Its message names the cause."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +47,9 @@ class Job:
 @dataclass(frozen=True, slots=True)
 class JobResult:
     key: str
-    # "done" (the child finished pytest), "timeout", "died" (a signal or an exit), or "lost" (the machine
-    # running it went away, on every retry: harness trouble, never evidence about the mutant)
+    # "done" (the child finished pytest), "timeout", "died" (a signal or an exit), "lost" (the machine
+    # running it went away, on every retry) or "unconfined" (it was to be confined and could not be, so it ran
+    # nothing): the last two are harness trouble, never evidence about the mutant
     state: str
     duration_s: float
     outcomes: tuple[GateOutcome, ...] = ()
@@ -66,6 +72,11 @@ class JobExecutor(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
     @property
+    def nodes(self) -> tuple[tuple[str, str], ...]:
+        """(node, the confinement its children get) for each node of a cluster; () for this machine alone."""
+        ...
+
+    @property
     def default_jobs(self) -> int:
         """Children at once when neither --jobs nor [tool.dflash] jobs says: this executor's own capacity."""
         ...
@@ -74,5 +85,6 @@ class JobExecutor(Protocol):
         self, jobs: Sequence[Job], num_jobs: int, on_done: Callable[[JobResult], None] | None = None
     ) -> list[JobResult]:
         """Run every job, up to `num_jobs` at once; results in job order. `on_done` sees each as it finishes.
-        On an interrupt every running child is ended before the interrupt propagates."""
+        On an interrupt every running child is ended before the interrupt propagates. Raises ExecutorLost when
+        the executor itself dies (`on_done` has seen every job that finished before)."""
         ...

@@ -2,11 +2,11 @@
 (`verify.run.chance`), then the flake check, in that order (first-kill mode: then the mutants a flaky gate
 stopped, on past it).
 
-Each mutation runs in a fresh child against the gates that reach its lines (`verify.run.judge` says when a
-second child is needed and what two attempts mean). Every final verdict goes into the cache and the
-partial report as it arrives, so an interrupted run loses nothing it finished and the next run resumes.
-At the end the user's tree must be byte-identical to what it was at the start (`verify.run.guard`). This
-module wires the pieces and returns a `RunReport`; it never prints.
+Each mutation runs in a fresh child against the gates that reach its lines (`verify.run.judge` says when a second
+child is needed and what two attempts mean). Every final verdict goes into the cache and the partial report as it
+arrives: a run interrupted, or ended by its executor's death (exit code 4), loses nothing it finished, and the next
+run resumes. At the end the user's tree must be byte-identical to what it was at the start (`verify.run.guard`).
+This module wires the pieces and returns a `RunReport`; it never prints.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from verify.run.coverage_map import CoverageMap, anchor_lines
 from verify.run.executors import open_executor
 from verify.run.guard import TreeGuard
 from verify.run.interrupts import interrupt_signal, signals_as_interrupts
-from verify.run.jobs import Job, JobExecutor, JobResult
+from verify.run.jobs import ExecutorLost, Job, JobExecutor, JobResult
 from verify.run.judge import needs_second_attempt, resolve, verdict, voided
 from verify.run.order import expected_s, kill_order, pinned, pins_first
 from verify.run.probe import check_sources_imported
@@ -61,8 +61,10 @@ class _Run:
     self_check: str = ""
     flaky: dict[str, str] = dataclasses.field(default_factory=dict)
     interrupted_by: str = ""
+    lost: str = ""  # why the executor died mid-run (the run ended there), if it did
     harness_errors: tuple[str, ...] = ()
     confinement: str = ""  # what keeps children out of the user's files (verify.run.confine)
+    nodes: tuple[tuple[str, str], ...] = ()  # (node, its children's confinement) on a cluster
     plans: dict[str, _Planned] = dataclasses.field(default_factory=dict)  # every mutation a gate reaches
     num_jobs: int = 1  # children at once, in every phase
 
@@ -86,14 +88,15 @@ class _Run:
             required=tuple(n for n in required if n in self.results),
             pins=tuple((m.name, m.expect_killed_by) for m in self.chosen if m.expect_killed_by),
             shard=str(self.options.shard) if self.options.shard else "",
-            interrupted=bool(self.interrupted_by),
+            interrupted=bool(self.interrupted_by or self.lost),
             interrupted_by=self.interrupted_by,
             expected_survivors=tuple((m.name, m.reason) for m in self.chosen if m.expect == "survives"),
             flaky_gates=tuple(sorted(self.flaky.items())),
             self_check=self.self_check,
-            harness_errors=self.harness_errors,
+            harness_errors=(*((self.lost,) if self.lost else ()), *self.harness_errors),
             first_kill=self.options.first_kill,
-            confinement=self.confinement,
+            confinement="; ".join(f"{node}: {what}" for node, what in self.nodes) or self.confinement,
+            node_confinement=self.nodes,
             jobs=self.num_jobs,
             counting=config.count,
         )
@@ -276,6 +279,7 @@ def run_verify(
     guard = TreeGuard(config.root, options.outputs, cache_mod.CACHE_DIR)  # the inventory before any child
     run.confinement = guard.confinement.describe()
     with guard, signals_as_interrupts(), open_executor(config, options.ray_address) as executor:
+        run.nodes = executor.nodes  # on a cluster the children's confinement is each node's
         ex = guard.watch(executor)
         run.num_jobs = options.jobs or config.jobs or executor.default_jobs
         run.baseline, coverage, run.self_check = run_pristine(ex, cache, tree, progress, run.num_jobs)
@@ -289,7 +293,9 @@ def run_verify(
             _past_flaky(run, ex, progress)
         except KeyboardInterrupt as error:
             run.interrupted_by = interrupt_signal(error)
-    if not run.interrupted_by and cache_mod.tree_digest(config) != tree:
+        except ExecutorLost as error:
+            run.lost = f"the run ended early, its executor lost: {error}; verdicts reached are cached: run again"
+    if not run.interrupted_by and not run.lost and cache_mod.tree_digest(config) != tree:
         run.harness_errors = ("the project's files changed during the run; its verdicts may mix two trees",)
     run.harness_errors += guard.errors
     for name, paths in guard.culprits.items():  # a mutant that changed the user's files gets no verdict

@@ -1,200 +1,169 @@
-"""`--executor ray`, the driver side: every job a Ray task, its result back as data, harness trouble never a verdict.
+"""`--executor ray`, the side in `dflash`: every job a Ray task, run by a driver process this side watches.
 
-Entering connects to the cluster (`--ray-address`, else RAY_ADDRESS, else a local cluster started for the run
-and stopped when it ends), checks every node's environment (`preflight`), and puts the pristine project in the
-object store once, content-addressed (`tree`). Each job is a task reserving `[tool.dflash] job_resources`;
-inside it the node's warm server forks the child and enforces the job's budget scaled by that node's load,
-exactly as the fork executor does on one machine, so a hang comes back as a timeout with its journal and is
-confirmed by the phases like any other. What the cluster suffers is not evidence: a worker or node lost
-mid-job is retried by Ray elsewhere (`max_retries`), and after the retries the job comes back `lost`, its
-gates not run, which the phases retry once and then report as an error. A task that neither answers nor
-fails long past its budget is cancelled (force: its worker, server and child die) and comes back `lost` too.
-On an interrupt every running task is force-cancelled before the interrupt propagates.
-
-Jobs that share a claims group (one run of the gates split over the workers) need a shared folder to split
-it; with none assumed, the first of the group runs every gate and the others come back empty (`done`).
+The cluster connection lives in a process of its own (`verify.run.cluster.driver`), started when the executor
+is entered and fed the jobs over a pipe; its results come back the same way, each handed on as it arrives
+(so the phases cache every verdict as it is reached). Ray ends a driver whose node goes away by ending its
+whole process: here that is seen as the pipe closing, and `run` raises `ExecutorLost` naming the cause (the
+driver's exit status and the last lines it wrote), which ends the run with a partial report and exit code 4;
+the next run resumes from the cache. A preflight refusal (a node that differs, or cannot confine) comes back
+as a `ClusterError` (exit code 2). On an interrupt the pipe to the driver is closed: it force-cancels every
+task still out, and this side waits for it to end before the interrupt propagates. Imports no Ray: only the
+driver process does.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
-import secrets
+import re
 import signal
+import subprocess
+import sys
 import tempfile
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import IO, Any
 
-import ray
-
-from verify.report.verdict import GateOutcome, Outcome
-from verify.run.cluster.preflight import ClusterError, check_nodes
-from verify.run.cluster.task import run_job
-from verify.run.cluster.tree import pack
-from verify.run.jobs import Job, JobResult
+import verify
+from verify.run.confine import switched_off
+from verify.run.jobs import ExecutorLost, Job, JobResult
 from verify.run.settings import ProjectConfig
 
 __all__ = ["RayExecutor"]
 
-MAX_RETRIES = 3  # a worker or node lost mid-job: Ray runs the task again elsewhere, this many times
-# A task still out this long past its budget is lost, not slow: its node's own supervisor (which scales the
-# budget by that node's load) would have ended the child and answered long before.
-_BACKSTOP_SCALE = 4.0
-_BACKSTOP_GRACE_S = 120.0
-_WAIT_S = 0.1  # ray.wait's timeout: an interrupt is handled between waits
-_CANCEL_WAIT_S = 30.0
-
-
-@dataclass
-class _Task:
-    job: Job
-    submitted: float
-
-    @property
-    def deadline(self) -> float:
-        return self.submitted + self.job.timeout_s * _BACKSTOP_SCALE + _BACKSTOP_GRACE_S
-
-
-def _lost(job: Job, elapsed: float, why: str) -> JobResult:
-    """A job the cluster lost: each of its gates not run, so the phases retry it and never judge it."""
-    outcomes = tuple(GateOutcome(g, Outcome.NOT_RUN, 0.0, "Lost", why[:200]) for g in job.gate_ids)
-    return JobResult(job.key, "lost", elapsed, outcomes, why)
-
-
-def _first_line(error: BaseException) -> str:
-    lines = [line for line in str(error).strip().splitlines() if line.strip()]
-    return f"{type(error).__name__}: {lines[-1] if lines else ''}"[:200]
+_POLL_S = 0.1
+_END_WAIT_S = 60.0  # for the driver to cancel its tasks and disconnect, once told to stop
+# What Ray writes when the driver's node goes away: the first of these lines name the cause.
+_CAUSES = ("plasma store", "marked dead", "raylet died", "Raylet", "LocalRayletDied")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_RAY_PREFIX = re.compile(r"^(\(raylet\)\s*|\[[0-9 :,.-]+[A-Z] \d+ \d+\] \S+:\d+: )")
 
 
 class RayExecutor:
     def __init__(self, config: ProjectConfig, address: str | None = None) -> None:
         self.config = config
-        self.address = address or os.environ.get("RAY_ADDRESS") or None
-        self._digest = ""
-        self._archive: list[Any] = []
+        self.address = address
+        self._process: subprocess.Popen[bytes] | None = None
+        self._requests: Connection | None = None
+        self._replies: Connection | None = None
+        self._log: IO[bytes] | None = None
         self._capacity = 1
-        self._token = ""
+        self._nodes: tuple[tuple[str, str], ...] = ()
 
     def __enter__(self) -> RayExecutor:
-        handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-        cwd = os.getcwd()
-        if self.address is None and not {"RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"} & set(os.environ):
-            # A local cluster started for the run authenticates with a token, which Ray would otherwise write
-            # into ~/.ray/auth_token (a file of the user's, left behind). One for this run alone, in the
-            # environment that the cluster's processes inherit, leaves nothing.
-            self._token = secrets.token_hex(32)
-            os.environ["RAY_AUTH_TOKEN"] = self._token
+        request_read, request_write = os.pipe()
+        reply_read, reply_write = os.pipe()
+        self._log = tempfile.TemporaryFile(prefix="dflash-ray-driver-")  # noqa: SIM115 (closed in __exit__)
+        # The driver imports the verify this process runs (a checkout, not only what is installed), and runs from
+        # a neutral folder: Ray puts the driver's working directory on every worker's sys.path, and a checkout
+        # there would hide the code the workers have installed.
+        here = str(Path(verify.__file__).resolve().parent.parent)
+        code = (
+            f"import sys; sys.path.insert(0, {here!r}); from verify.run.cluster.driver import main; "
+            "main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))"
+        )
+        command = [sys.executable, "-c", code, str(request_read), str(reply_write), str(os.getpid())]
+        self._process = subprocess.Popen(
+            command, pass_fds=(request_read, reply_write), stdin=subprocess.DEVNULL, stdout=self._log,
+            stderr=subprocess.STDOUT, cwd=tempfile.gettempdir(), start_new_session=True,
+        )  # fmt: skip
+        os.close(request_read)
+        os.close(reply_write)
+        self._requests = Connection(request_write, readable=False)
+        self._replies = Connection(reply_read, writable=False)
         try:
-            # Ray puts the driver's working directory on every worker's sys.path: from a checkout of
-            # dflash-verify (or a project holding a `verify` folder) the workers would import the driver's code
-            # where it exists, hiding what they have installed. From a neutral directory, they run their own.
-            os.chdir(tempfile.gettempdir())
-            ray.init(address=self.address, logging_level=logging.WARNING, log_to_driver=False,
-                     include_dashboard=False if self.address is None else None, configure_logging=False)  # fmt: skip
-        except (ConnectionError, RuntimeError, ValueError) as error:
-            self.__exit__()
-            where = self.address or "a local cluster"
-            raise ClusterError(f"cannot connect to the Ray cluster at {where}: {_first_line(error)}") from None
-        finally:
-            os.chdir(cwd)
-            for signum, handler in handlers.items():
-                signal.signal(signum, handler)  # SIGINT/SIGTERM stay the run's: it cancels tasks, then exits
-        try:
-            check_nodes(self.config)
-            self._digest, archive = pack(self.config)
-            self._archive = [ray.put(archive)]  # in a list: a task fetches it only where the tree is missing
-            self._capacity = self._fit()
+            self._requests.send((self.config, self.address, not switched_off()))
+            kind, *payload = self._receive()
         except BaseException:
             self.__exit__()
             raise
+        if kind == "refused":
+            from verify.run.cluster.preflight import ClusterError  # here: the rest of this side needs no Ray
+
+            self.__exit__()
+            raise ClusterError(payload[0])
+        self._capacity, self._nodes = payload
         return self
 
     def __exit__(self, *exc: object) -> None:
-        ray.shutdown()  # a cluster started for the run stops with it; a given one only loses this driver
-        if self._token and os.environ.get("RAY_AUTH_TOKEN") == self._token:
-            del os.environ["RAY_AUTH_TOKEN"]
-
-    def _fit(self) -> int:
-        """How many jobs the cluster holds at once, by job_resources; refuses a cluster that holds none."""
-        total, need = ray.cluster_resources(), self.config.job_resources
-        fits = [int(total.get(kind, 0.0) // amount) for kind, amount in (("CPU", need.num_cpus),
-                ("GPU", need.num_gpus)) if amount > 0]  # fmt: skip
-        if min(fits) < 1:
-            raise ClusterError(
-                f"no node of the Ray cluster has the resources one job reserves ({need}); cluster: "
-                f"{ {k: v for k, v in total.items() if k in ('CPU', 'GPU')} } ([tool.dflash] job_resources)"
-            )
-        return min(fits)
+        self._stop()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
     @property
     def default_jobs(self) -> int:
         """As many jobs as the cluster's resources hold at once."""
         return self._capacity
 
-    def _submit(self, job: Job) -> Any:
-        need = self.config.job_resources
-        options = {"num_cpus": need.num_cpus, "num_gpus": need.num_gpus, "max_retries": MAX_RETRIES}
-        return run_job.options(**options).remote(self._digest, self._archive, self.config, job)
+    @property
+    def nodes(self) -> tuple[tuple[str, str], ...]:
+        """(node, the confinement its children get) for every node the preflight probed."""
+        return self._nodes
 
     def run(
         self, jobs: Sequence[Job], num_jobs: int, on_done: Callable[[JobResult], None] | None = None
     ) -> list[JobResult]:
+        if self._requests is None:
+            raise ExecutorLost("the Ray driver has already ended")
         done: dict[str, JobResult] = {}
-        pending: list[Job] = []
-        leaders: set[str] = set()
-        for job in jobs:
-            if job.claims and job.claims in leaders:
-                empty = JobResult(job.key, "done", 0.0, reason="its gates ran in another job of its group")
-                self._deliver(empty, done, on_done)
-                continue
-            if job.claims:
-                leaders.add(job.claims)
-            pending.append(job)
-        pending.reverse()
-        running: dict[Any, _Task] = {}
         try:
-            while pending or running:
-                while pending and len(running) < max(1, num_jobs):
-                    job = pending.pop()
-                    running[self._submit(job)] = _Task(job, time.monotonic())
-                ready, _ = ray.wait(list(running), num_returns=1, timeout=_WAIT_S)
-                for ref in ready:
-                    self._finish(ref, running.pop(ref), done, on_done)
-                now = time.monotonic()
-                for ref, task in list(running.items()):
-                    if now > task.deadline:
-                        ray.cancel(ref, force=True)
-                        del running[ref]
-                        why = f"no answer from the cluster {now - task.submitted:.0f}s after it was sent; cancelled"
-                        self._deliver(_lost(task.job, now - task.submitted, why), done, on_done)
-        finally:
-            self._cancel(list(running))
+            self._requests.send((tuple(jobs), num_jobs))
+            while (reply := self._receive())[0] == "result":
+                result: JobResult = reply[1]
+                done[result.key] = result
+                if on_done is not None:
+                    on_done(result)
+        except KeyboardInterrupt:
+            self._stop()  # the driver cancels every task still out before it ends
+            raise
         return [done[j.key] for j in jobs]
 
-    def _finish(self, ref: Any, task: _Task, done: dict[str, JobResult], on_done: Any) -> None:
-        elapsed = time.monotonic() - task.submitted
+    def _receive(self) -> tuple[Any, ...]:
+        """The driver's next message; ExecutorLost when it died or failed."""
+        assert self._replies is not None
+        while not self._replies.poll(_POLL_S):
+            pass
         try:
-            result = ray.get(ref)
-        except ray.exceptions.RayError as error:  # a lost worker or node after its retries, a failed server
-            result = _lost(task.job, elapsed, f"the cluster lost it ({_first_line(error)})")
-        self._deliver(result, done, on_done)
+            message: tuple[Any, ...] = self._replies.recv()
+        except (EOFError, OSError):
+            raise ExecutorLost(self._death()) from None
+        if message[0] == "failed":
+            raise ExecutorLost(f"the Ray driver failed: {message[1]}")
+        return message
 
-    @staticmethod
-    def _deliver(result: JobResult, done: dict[str, JobResult], on_done: Any) -> None:
-        done[result.key] = result
-        if on_done is not None:
-            on_done(result)
+    def _death(self) -> str:
+        """Why the driver ended: its exit status and what Ray wrote about it (a node marked dead, a lost plasma
+        store), else its last line."""
+        assert self._process is not None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._process.wait(timeout=10)
+        code = self._process.poll()
+        status = "is still running, its pipe closed" if code is None else (
+            f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}")  # fmt: skip
+        lines: list[str] = []
+        if self._log is not None:
+            self._log.seek(0)
+            text = _ANSI.sub("", self._log.read().decode(errors="replace"))
+            lines = [_RAY_PREFIX.sub("", line).strip() for line in text.splitlines() if line.strip()]
+        causes = [line for line in lines if any(marker in line for marker in _CAUSES)]
+        said = "; ".join(dict.fromkeys(line[:240] for line in (causes[:2] or lines[-1:])))
+        lost = " (Ray ends a driver whose node is lost)" if causes else ""
+        return f"the process holding the Ray driver {status}{lost}" + (f": {said}" if said else "")
 
-    @staticmethod
-    def _cancel(refs: list[Any]) -> None:
-        """Force-cancel every task still out (its worker dies, and its server and child with it) and wait until
-        Ray reports each ended, so that nothing of this run is left running on the cluster."""
-        for ref in refs:
-            with contextlib.suppress(Exception):
-                ray.cancel(ref, force=True)
-        if refs:
-            with contextlib.suppress(Exception):
-                ray.wait(refs, num_returns=len(refs), timeout=_CANCEL_WAIT_S)
+    def _stop(self) -> None:
+        """Close the driver's pipe and wait for it to end (it cancels its tasks first); kill it past the wait."""
+        if self._requests is not None:
+            self._requests.close()
+            self._requests = None
+        if self._process is not None:
+            try:
+                self._process.wait(timeout=_END_WAIT_S)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+            self._process = None
+        if self._replies is not None:
+            self._replies.close()
+            self._replies = None

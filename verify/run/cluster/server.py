@@ -6,8 +6,11 @@ confined or crashed inside it would take the worker with it. So a worker starts 
 server imports the preload modules and pytest once, then runs each job it is sent in a forked child of its
 own (`verify.run.executor.Executor`, with the node's load scaling the budget exactly as on one machine) and
 sends the `JobResult` back. The server and its children die with the worker (PR_SET_PDEATHSIG), so a worker
-killed or cancelled leaves nothing running. Job and result travel pickled over two pipes. Knows nothing of
-Ray; `NodeServer` is the worker's handle on it.
+killed or cancelled leaves nothing running. The run's confinement travels with the config: on, a node that
+cannot confine its children (no Landlock there, a node the preflight never saw) fails before any child
+starts, so no mutant runs unconfined under a report that says confined; off (DFLASH_CONFINE=off on the
+driver), every child runs unconfined. Job and result travel pickled over two pipes. Knows nothing of Ray;
+`NodeServer` is the worker's handle on it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import contextlib
 import ctypes
 import dataclasses
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -40,7 +44,7 @@ def _die_with_worker() -> None:
 class NodeServer:
     """A running server for one (config, tree); `run` sends one job and waits for its result."""
 
-    def __init__(self, config: ProjectConfig, tree: Path) -> None:
+    def __init__(self, config: ProjectConfig, tree: Path, confine: bool = True) -> None:
         job_read, self._job_write = os.pipe()
         self._result_read, result_write = os.pipe()
         command = [sys.executable, "-m", "verify.run.cluster.server", str(job_read), str(result_write)]
@@ -52,7 +56,7 @@ class NodeServer:
         self._jobs = Connection(self._job_write, readable=False)
         self._results = Connection(self._result_read, writable=False)
         # On the node the unpacked tree is the project: the config's paths resolve there.
-        self._jobs.send(dataclasses.replace(config, root=tree))
+        self._jobs.send((dataclasses.replace(config, root=tree), confine))
         self._receive()  # "ready": the warm parent is set up
 
     @property
@@ -87,9 +91,14 @@ class NodeServer:
 
 
 def _serve(jobs: Connection, results: Connection) -> None:
+    from verify.run.confine import SWITCH, probe
     from verify.run.executor import Executor  # here, not above: the worker side never needs it
 
-    config = jobs.recv()
+    config, confine = jobs.recv()
+    if not confine:
+        os.environ[SWITCH] = "off"  # the run's choice, on the driver: this server's children run unconfined
+    elif not (found := probe()).active:
+        raise RuntimeError(f"node {platform.node()} cannot confine its children ({found.why.partition('; ')[0]})")
     # A node runs up to a task per CPU, each in a server like this one: each child's memory ceiling is its share.
     with Executor(config, slots=os.cpu_count() or 1) as executor:
         results.send(("ready", None))

@@ -3,8 +3,10 @@
 A worker keeps its server (and so the warm imports) across the tasks it runs for the same tree and config;
 a new tree or a dead server starts a fresh one. The tree is unpacked from the driver's archive the first
 time a node needs it (`verify.run.cluster.tree`): the archive's object reference is passed inside a list, so
-Ray fetches it only when this node does not hold the tree yet. The same module answers the preflight probe
-with what this node has installed. Imported by Ray on every worker; knows nothing of verdicts.
+Ray fetches it only when this node does not hold the tree yet. A job's task yields twice: first the moment it
+starts on its node (the driver counts a task late only from then, never while it waits for a slot), then the
+result. The same module answers the preflight probe with what this node has installed and the confinement
+it gives a child. Imported by Ray on every worker; knows nothing of verdicts.
 """
 
 from __future__ import annotations
@@ -13,24 +15,28 @@ import importlib
 import importlib.metadata
 import os
 import sys
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import ray
 
 from verify.run.cluster.server import NodeServer
 from verify.run.cluster.tree import touch, unpacked
+from verify.run.confine import probe as landlock
 from verify.run.jobs import Job, JobResult
 from verify.run.settings import ProjectConfig
 
 __all__ = ["probe", "run_job"]
 
-# (tree digest, config, the GPUs Ray gave this task) -> this worker's server; one at a time (a worker runs one
-# task at once). A worker reused for a task on other GPUs starts a fresh server: its children must see those.
-_SERVERS: dict[tuple[str, ProjectConfig, str], NodeServer] = {}
+# (tree digest, config, confined, the GPUs Ray gave this task) -> this worker's server; one at a time (a worker
+# runs one task at once). A worker reused for a task on other GPUs starts a fresh server: its children must see
+# those.
+_SERVERS: dict[tuple[str, ProjectConfig, bool, str], NodeServer] = {}
 
 
-def _server(digest: str, archive: list[Any], config: ProjectConfig) -> NodeServer:
-    key = (digest, config, os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+def _server(digest: str, archive: list[Any], config: ProjectConfig, confine: bool) -> NodeServer:
+    key = (digest, config, confine, os.environ.get("CUDA_VISIBLE_DEVICES", ""))
     server = _SERVERS.get(key)
     if server is not None and server.alive:
         touch(digest)  # a tree in use is never idle: a sibling's prune keeps it
@@ -40,15 +46,18 @@ def _server(digest: str, archive: list[Any], config: ProjectConfig) -> NodeServe
     _SERVERS.clear()
     tree = unpacked(digest, None) or unpacked(digest, ray.get(archive[0]))
     assert tree is not None
-    _SERVERS[key] = server = NodeServer(config, tree)
+    _SERVERS[key] = server = NodeServer(config, tree, confine)
     return server
 
 
 # max_calls=0: a worker is reused across tasks, GPU tasks included (Ray's default for those is a fresh worker each
 # time, to free the GPU memory it holds; here only the child, which ends, ever touches the GPU).
 @ray.remote(max_calls=0)
-def run_job(digest: str, archive: list[Any], config: ProjectConfig, job: Job) -> JobResult:
-    return _server(digest, archive, config).run(job)
+def run_job(
+    digest: str, archive: list[Any], config: ProjectConfig, job: Job, confine: bool
+) -> Iterator[float | JobResult]:
+    yield time.time()  # started: from here on the driver's backstop counts
+    yield _server(digest, archive, config, confine).run(job)
 
 
 def _version(distribution: str) -> str:
@@ -75,5 +84,7 @@ def installed(distributions: tuple[str, ...], modules: tuple[str, ...]) -> dict[
 
 
 @ray.remote(num_cpus=0)
-def probe(distributions: tuple[str, ...], modules: tuple[str, ...]) -> dict[str, str]:
-    return installed(distributions, modules)
+def probe(distributions: tuple[str, ...], modules: tuple[str, ...]) -> tuple[dict[str, str], int, str]:
+    """(what `installed` says, the Landlock ABI a child here gets (0: none), why none)."""
+    confinement = landlock()
+    return installed(distributions, modules), confinement.abi, confinement.why
