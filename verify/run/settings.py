@@ -11,11 +11,11 @@ import dataclasses
 import importlib
 import importlib.util
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verify.compat import tomllib
 from verify.run.confine import WRITABLE_DOC, check_writable
 
 __all__ = ["DEVICES", "EXECUTORS", "ConfigError", "JobResources", "ProjectConfig", "load_config", "with_overrides"]
