@@ -8,9 +8,9 @@ token whose K/V the target has not computed yet; num_committed (L) is the target
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from runner.compat import StrEnum
 from runner.engine_config import GenerationOutput
 from runner.errors import InvalidRequestError
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import re
-import tomllib
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from verify.compat import tomllib
 from verify.run import catalog, settings
 
 ROOT = Path(__file__).resolve().parents[2]

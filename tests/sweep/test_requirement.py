@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tomllib
 from importlib import metadata
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from verify.cli.sweep import sweep_app
+from verify.compat import tomllib
 from verify.sweep import requirement
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import subprocess
-import tomllib
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from verify.cli.sweep import sweep_app
+from verify.compat import tomllib
 from verify.mutation import Mutation
 from verify.report.verdict import Status
 from verify.sweep import equivalents

@@ -8,13 +8,13 @@ import json
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from verify.cli import app
+from verify.compat import tomllib
 from verify.run.scaffold import ScaffoldError, detect
 
 OPS = "def scale(x, k):\n    if k == 0:\n        return 0\n    return x * k\n"

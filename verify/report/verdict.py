@@ -1,8 +1,9 @@
 """Verdicts and result records of a verify run: what each gate did, and the status that follows from it.
 
-A leaf: imports nothing internal. Every record is a frozen dataclass of plain values and StrEnums, so
-`dataclasses.asdict` plus `json.dumps` serialise it with no custom encoder. Derived facts (the score,
-vacuous gates, killers) are properties, computed from the records rather than stored twice.
+A leaf: imports nothing internal but the Python 3.10 shim (verify/compat.py). Every record is a frozen
+dataclass of plain values and StrEnums, so `dataclasses.asdict` plus `json.dumps` serialise it with no custom
+encoder. Derived facts (the score, vacuous gates, killers) are properties, computed from the records rather
+than stored twice.
 
 How a red gate counts (PIT and Stryker keep the same distinctions): only a gate's own check (an assertion
 or its refusal) kills; a named invariant of the project catches; any other exception, a signal or an exit
@@ -12,8 +13,9 @@ is a crash; a hang is a timeout; a gate that did not run is the harness's troubl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
+
+from verify.compat import StrEnum
 
 __all__ = [
     "Baseline",

@@ -10,9 +10,10 @@ from __future__ import annotations
 import ast
 import json
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+from verify.compat import tomllib
 
 __all__ = ["Scaffold", "ScaffoldError", "detect", "write"]
 

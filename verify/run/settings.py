@@ -11,11 +11,11 @@ import dataclasses
 import importlib
 import importlib.util
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verify.compat import tomllib
 from verify.run.confine import WRITABLE_DOC, check_writable
 from verify.run.factory import factory_problem
 from verify.run.resources import ConfigError, JobResources

@@ -11,11 +11,11 @@ of how a sweep runs; it reads the file and says which mutants it excuses.
 from __future__ import annotations
 
 import json
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from verify.compat import tomllib
 from verify.report.verdict import Status
 from verify.sweep.result import SweepMutant
 

@@ -12,7 +12,6 @@ import os
 import select
 import shutil
 import sys
-import tomllib
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import IO, Any
 import libcst as cst
 from mutmut.mutation import diff_apply
 
+from verify.compat import tomllib
 from verify.report.verdict import Status
 from verify.sweep import source as sweep_source
 from verify.sweep.requirement import MUTMUT_VERSION

@@ -8,8 +8,8 @@ registered catalog or how results are rendered. Every record is frozen and made 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
+from verify.compat import StrEnum
 from verify.report.verdict import Status
 
 # A mutant's status is the verdict model's own `Status` (`dflash verify` and the sweep score and render the same

@@ -9,11 +9,11 @@ Knows the sweep's records and the observe API; nothing of mutmut or of how the s
 from __future__ import annotations
 
 import json
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from verify.compat import tomllib
 from verify.observe.api import ExplainRun, SessionOptions, explain_overrides
 from verify.report.files import Table
 from verify.report.verdict import Status
