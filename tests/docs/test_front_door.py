@@ -182,7 +182,7 @@ def test_the_torch_pin_comes_with_the_index_that_serves_it() -> None:
 
 
 def test_the_docs_extra_is_mkdocs_alone_and_make_docs_uses_it() -> None:
-    import tomllib
+    from verify.compat import tomllib
 
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]["optional-dependencies"]
     assert sorted(re.split(r"[<>=]", d)[0] for d in extras["docs"]) == ["mkdocs", "mkdocs-material"]

@@ -5,8 +5,7 @@ ceilings it enforces by these exception types, the judge records the kind, the r
 
 from __future__ import annotations
 
-from enum import StrEnum
-
+from verify.compat import StrEnum
 from verify.report.verdict import GateOutcome, Outcome
 
 __all__ = ["CrashKind", "crash_kind"]

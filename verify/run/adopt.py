@@ -18,10 +18,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from verify.compat import tomllib
 from verify.run.collect_probe import reason
 from verify.run.scaffold import Scaffold, ScaffoldError
 from verify.run.settings import ConfigError, ProjectConfig
