@@ -31,3 +31,24 @@ def test_tomllib_reads_and_refuses_as_3_11_does() -> None:
     assert tomllib.loads('[tool.dflash]\ngates = ["tests/gates"]') == {"tool": {"dflash": {"gates": ["tests/gates"]}}}
     with pytest.raises(tomllib.TOMLDecodeError):
         tomllib.loads("[tool\n")
+
+
+def test_nothing_imports_what_3_10_lacks_directly() -> None:
+    """Every module reads `tomllib` and `StrEnum` through the compat shims, so the package imports on 3.10."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    shims = {root / "verify" / "compat.py", root / "runner" / "compat.py"}
+    bad = []
+    for package in ("verify", "runner", "mutations", "tests", "benchmarks", "examples"):
+        for path in sorted((root / package).rglob("*.py")):
+            if path in shims or "fixtures" in path.parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if isinstance(node, ast.Import) and any(a.name == "tomllib" for a in node.names):
+                    bad.append(f"{path.relative_to(root)}: import tomllib")
+                if isinstance(node, ast.ImportFrom) and node.module == "enum":
+                    if any(a.name == "StrEnum" for a in node.names):
+                        bad.append(f"{path.relative_to(root)}: from enum import StrEnum")
+    assert not bad, "use verify.compat (runner.compat in runner/): " + "; ".join(bad)
