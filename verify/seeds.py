@@ -5,7 +5,7 @@ statistical_gates`) builds every seed it uses through `reseed`. Stream 0, the de
 runs, leaves each seed as written, so a gate run outside the harness is unchanged. The harness sets
 DFLASH_GATE_SEED in each child it starts (job data, so every executor does the same); a kill by statistical
 gates alone is confirmed by running them again on stream CONFIRM_SEED, whose seeds are independent of
-stream 0's (`verify.run.phases`). A leaf: imports nothing internal, so a gate may import it.
+stream 0's (`verify.run.phases.run`). A leaf: imports nothing internal, so a gate may import it.
 """
 
 from __future__ import annotations

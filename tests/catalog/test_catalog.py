@@ -11,9 +11,9 @@ import pytest
 from verify.mutation import Mutation
 from verify.report.verdict import Outcome, Status, matches_gate
 from verify.run.apply import Applied, apply_mutation
-from verify.run.catalog import load_mutations
-from verify.run.phases import RunOptions, run_verify
-from verify.run.settings import load_config
+from verify.run.config.catalog import load_mutations
+from verify.run.config.settings import load_config
+from verify.run.phases.run import RunOptions, run_verify
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOG = load_mutations(load_config(ROOT))

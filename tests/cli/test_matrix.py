@@ -223,8 +223,8 @@ def test_the_catalog_on_a_terminal_fits_the_width_and_cuts_nothing(width: int) -
     from pathlib import Path
 
     from verify.report.catalog_view import render_mutations
-    from verify.run.catalog import load_mutations
-    from verify.run.settings import load_config
+    from verify.run.config.catalog import load_mutations
+    from verify.run.config.settings import load_config
 
     mutations = load_mutations(load_config(Path(__file__).resolve().parents[2]))
     console = Console(width=width, record=True, file=io.StringIO(), color_system=None, force_terminal=True)

@@ -14,8 +14,8 @@ from verify.mutation import Mutation
 from verify.observe.api import SessionOptions
 from verify.report.files import Detail
 from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, RunReport, Status
-from verify.run.catalog import load_mutations
-from verify.run.settings import load_config
+from verify.run.config.catalog import load_mutations
+from verify.run.config.settings import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 

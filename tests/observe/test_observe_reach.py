@@ -17,7 +17,7 @@ from verify.cli import app
 from verify.mutation import Mutation
 from verify.observe import reach
 from verify.observe.api import SessionOptions, explain_overrides, mutant_texts
-from verify.run.settings import load_config
+from verify.run.config.settings import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -19,7 +19,7 @@ from verify.cli.verify import verify_app
 from verify.mutation import reset_registry
 from verify.report.files import read_json
 from verify.report.verdict import RunReport
-from verify.run.cache import CACHE_DIR
+from verify.run.phases.cache import CACHE_DIR
 
 collect_ignore = ["toy_project"]
 

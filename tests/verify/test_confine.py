@@ -18,7 +18,7 @@ import pytest
 
 from verify.report.files import read_json
 from verify.report.verdict import Status
-from verify.run.confine import probe
+from verify.run.sandbox.confine import probe
 
 CORE = '''"""Code under test."""
 
@@ -214,7 +214,7 @@ def test_what_a_job_started_ends_with_the_job_not_with_the_run(tmp_path, cli, mo
     ids=["abi-7", "abi-6", "abi-5-no-scoping", "abi-2-no-truncate", "none"],
 )  # fmt: skip
 def test_below_abi_6_confinement_is_partial_and_says_what_it_lacks(abi: int, described: str) -> None:
-    from verify.run.confine import Confinement
+    from verify.run.sandbox.confine import Confinement
 
     assert Confinement(abi, "no Landlock here" if abi == 0 else "").describe() == described
 
@@ -223,9 +223,9 @@ def test_a_child_that_was_to_be_confined_and_is_not_runs_no_gate(toy_copy, monke
     # The parent found Landlock; its child's own probe then finds none (the switch flipped under it, as a node's
     # kernel could refuse at run time): the child runs nothing, and says so, as harness trouble.
     from verify.report.verdict import Outcome
-    from verify.run.executor import Executor
-    from verify.run.jobs import Job
-    from verify.run.settings import load_config
+    from verify.run.config.settings import load_config
+    from verify.run.execution.fork import Executor
+    from verify.run.execution.jobs import Job
 
     assert probe().active, "this machine's kernel has Landlock (6.x with it enabled): confinement must be on"
     with Executor(load_config(toy_copy())) as executor:
@@ -242,10 +242,10 @@ def test_a_child_that_was_to_be_confined_and_is_not_runs_no_gate(toy_copy, monke
 def test_a_mutant_exiting_with_the_unconfined_code_is_a_crash_not_harness_trouble(toy_copy) -> None:
     # Only the child, before any of the mutant's code runs, can say it was confined: a mutant that exits with
     # the code an unconfined child uses is a child that died, judged like any crash.
-    from verify.run.child import UNCONFINED_EXIT
-    from verify.run.executor import Executor
-    from verify.run.jobs import Job
-    from verify.run.settings import load_config
+    from verify.run.child.job import UNCONFINED_EXIT
+    from verify.run.config.settings import load_config
+    from verify.run.execution.fork import Executor
+    from verify.run.execution.jobs import Job
 
     root = toy_copy()
     text = (root / "toy" / "arith.py").read_text()

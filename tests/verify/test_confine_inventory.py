@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from verify.run.confine import writable_paths
-from verify.run.inventory import diff, home_paths, snapshot
-from verify.run.settings import ConfigError, ProjectConfig
+from verify.run.config.settings import ConfigError, ProjectConfig
+from verify.run.sandbox.confine import writable_paths
+from verify.run.sandbox.inventory import diff, home_paths, snapshot
 
 
 @pytest.fixture

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from verify.run.devices import DeviceError, DevicePool, visible_devices
-from verify.run.executor import Executor
-from verify.run.jobs import Job
-from verify.run.settings import ConfigError, JobResources, ProjectConfig, load_config, with_overrides
+from verify.run.config.settings import ConfigError, JobResources, ProjectConfig, load_config, with_overrides
+from verify.run.execution.devices import DeviceError, DevicePool, visible_devices
+from verify.run.execution.fork import Executor
+from verify.run.execution.jobs import Job
 
 ARITH = "toy/arith.py"
 TEST_MUL = "tests/gates/test_arith.py::test_mul"
@@ -140,9 +140,9 @@ def _environment(**extra: str) -> dict[str, str]:
 _ON_GPU = """
 import json, sys
 from pathlib import Path
-from verify.run.executor import Executor
-from verify.run.jobs import Job
-from verify.run.settings import load_config, with_overrides
+from verify.run.execution.fork import Executor
+from verify.run.execution.jobs import Job
+from verify.run.config.settings import load_config, with_overrides
 root = Path(sys.argv[1])
 arith = (root / "toy/arith.py").read_text()
 on_gpu = ("import os; return int((__import__('torch').tensor(a, device='cuda') * b).item()) "

@@ -153,7 +153,8 @@ def test_sigterm_cancels_every_task_exits_143_and_the_next_run_resumes(cluster, 
     assert process.returncode == 143, output
     assert _processes("ray::run_job", cluster) == [], "a task of the interrupted run is still running"
     # Nor any server or child of it: the driver is gone, so Ray ends its workers, and their servers die with them.
-    assert wait_for(lambda: not _processes("verify.run.cluster.server", cluster), 60), "a node server outlived the run"
+    server = "verify.run.execution.cluster.server"
+    assert wait_for(lambda: not _processes(server, cluster), 60), "a node server outlived the run"
     code, report, output = _run(cluster, root, "-m", "add-off-by-one", "-m", "sub-slow", "--jobs", "2")
     assert code == 0, output
     by_name = {m["name"]: m for m in report["mutations"]}
@@ -191,9 +192,9 @@ QUEUED = f"""
 import json, sys, time
 from pathlib import Path
 import ray
-from verify.run.cluster import driver
-from verify.run.jobs import Job
-from verify.run.settings import load_config
+from verify.run.execution.cluster import driver
+from verify.run.execution.jobs import Job
+from verify.run.config.settings import load_config
 
 driver.BACKSTOP_SCALE, driver.BACKSTOP_GRACE_S = 0.0, {BACKSTOP_S}
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import time
 
-from verify.run.cluster import tree
-from verify.run.project import project_files
-from verify.run.settings import load_config
+from verify.run.config.project import project_files
+from verify.run.config.settings import load_config
+from verify.run.execution.cluster import tree
 
 
 def test_the_archive_is_named_by_its_contents_and_unpacks_to_the_gates_files(toy_copy, tmp_path, monkeypatch) -> None:

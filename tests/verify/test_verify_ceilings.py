@@ -19,9 +19,9 @@ from verify.report.crashes import CrashKind
 from verify.report.files import read_json
 from verify.report.matrix import LEGEND, build_matrix
 from verify.report.verdict import Status
-from verify.run.executor import Executor, Job
-from verify.run.hardening import clean_environment
-from verify.run.settings import load_config
+from verify.run.config.settings import load_config
+from verify.run.execution.fork import Executor, Job
+from verify.run.sandbox.hardening import clean_environment
 
 CORE = '''"""Code under test."""
 
@@ -227,7 +227,7 @@ def test_the_environment_a_child_gets_drops_ray_and_credentials_only(name, value
 def test_a_ray_nodes_child_gets_the_same_clean_environment(toy_copy, monkeypatch) -> None:
     # The path a Ray task takes on its node, without Ray: the node server (a fresh process started from the
     # worker, RAY_* in its environment as in a Ray worker's) forks each job's child through the fork executor.
-    from verify.run.cluster.server import NodeServer
+    from verify.run.execution.cluster.server import NodeServer
 
     root = toy_copy()
     monkeypatch.setenv("RAY_AUTH_TOKEN", "ray-secret")
@@ -249,7 +249,7 @@ def test_a_ray_nodes_child_gets_the_same_clean_environment(toy_copy, monkeypatch
 
 
 def test_a_childs_own_load_does_not_stretch_its_budget(monkeypatch) -> None:
-    from verify.run import ceilings
+    from verify.run.execution import ceilings
 
     class Loadavg:  # 102 tasks runnable besides the sampler, 100 of them the timed child's (a fork bomb)
         def __init__(self, path: str) -> None:
@@ -267,7 +267,7 @@ def test_a_childs_own_load_does_not_stretch_its_budget(monkeypatch) -> None:
 def test_a_mutants_memory_ceiling_scales_with_the_unmutated_childs_peak_within_the_machines_share(
     toy_copy, monkeypatch
 ) -> None:
-    from verify.run import ceilings
+    from verify.run.execution import ceilings
 
     config = load_config(toy_copy())  # memory_factor 4.0, memory_min_mb 2048 by default
     monkeypatch.setattr(ceilings.hardening, "memory_bytes", lambda: 64 << 30)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from verify.report.verdict import GateOutcome, MutationResult, Outcome, Status
-from verify.run.chance import chance_killers, confirm_by_seed
-from verify.run.judge import STATISTICAL_UNCONFIRMED, verdict
+from verify.run.phases.chance import chance_killers, confirm_by_seed
+from verify.run.phases.judge import STATISTICAL_UNCONFIRMED, verdict
 from verify.seeds import CONFIRM_SEED, GATE_SEED_ENV, reseed
 
 # value(seed) = seed % 10; the statistical gate fails when value(reseed(0)) is 3. Stream 0: reseed(0) = 0;

@@ -276,7 +276,7 @@ def test_exit_3_when_the_harness_cannot_see_a_failure(toy_copy, cli) -> None:
 
 def test_the_reports_jobs_are_the_children_the_run_held(toy_copy, cli, monkeypatch, tmp_path) -> None:
     # Neither --jobs nor [tool.dflash] jobs: the executor's own capacity (a cluster's, not this machine's cores).
-    from verify.run import phases
+    from verify.run.phases import run as phases
 
     root = toy_copy()
     pyproject = root / "pyproject.toml"

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from verify.cli import app
 from verify.compat import tomllib
-from verify.run.scaffold import ScaffoldError, detect
+from verify.run.config.scaffold import ScaffoldError, detect
 
 OPS = "def scale(x, k):\n    if k == 0:\n        return 0\n    return x * k\n"
 PYPROJECT = '[project]\nname = "calc"\nversion = "0.1"\n\n[tool.pytest.ini_options]\naddopts = "--strict-markers -q"\n'
@@ -203,7 +203,7 @@ def test_verify_after_adoption_with_a_gate_file_whose_conftest_imports_a_sibling
     ids=["folders", "root-file-beside-environments", "testpaths", "no-tests"],
 )  # fmt: skip
 def test_find_suite_finds_the_test_folders(tmp_path, files, suite) -> None:
-    from verify.run.adopt import find_suite
+    from verify.run.phases.adopt import find_suite
 
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)

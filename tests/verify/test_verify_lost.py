@@ -8,8 +8,8 @@ from pathlib import Path
 
 from verify.report.files import read_json
 from verify.report.verdict import GateOutcome, Outcome, Status
-from verify.run import phases
-from verify.run.jobs import ExecutorLost, Job, JobResult
+from verify.run.execution.jobs import ExecutorLost, Job, JobResult
+from verify.run.phases import run as phases
 
 LOST = "add-off-by-one"
 LOST_TEXT = "return a + b + 1"  # the text its override serves

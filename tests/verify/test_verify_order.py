@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from verify.report.verdict import Baseline, GateOutcome, Outcome
-from verify.run.order import expected_s, kill_order, pins_first
+from verify.run.phases.order import expected_s, kill_order, pins_first
 
 FAST, MEDIUM, SLOW = "t.py::fast", "t.py::medium", "t.py::slow"
 BASELINE = Baseline(

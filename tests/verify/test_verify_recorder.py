@@ -36,7 +36,7 @@ def test_{name}_two(resource):
 RUN = """import json, sys
 from pathlib import Path
 import pytest
-from verify.run.recorder import Recorder
+from verify.run.child.recorder import Recorder
 
 journal, claims = Path(sys.argv[1]), Path(sys.argv[2])
 recorder = Recorder(journal, claims=claims)

@@ -109,8 +109,8 @@ def explain_mutation(
     """
     from verify.mutation import MutationError
     from verify.observe.api import mutant_texts
-    from verify.run.catalog import load_mutations
-    from verify.run.settings import ConfigError, load_config
+    from verify.run.config.catalog import load_mutations
+    from verify.run.config.settings import ConfigError, load_config
 
     try:
         config = load_config(project)
@@ -169,7 +169,7 @@ def explain_sweep_mutant(
       dflash sweep explain --jobs 2 --write-equivalents
     """
     from verify.observe.api import SessionOptions
-    from verify.run.settings import ConfigError, load_config
+    from verify.run.config.settings import ConfigError, load_config
     from verify.sweep import equivalents
     from verify.sweep import report as sweep_report
     from verify.sweep.triage import TriageError, annotate_equivalents, sweep_mutant_texts, triage

@@ -47,8 +47,8 @@ def init(
     before `dflash verify`); 2 nothing written: [tool.dflash] exists, a file it would write exists, or no
     Python source or collectable suite was found.
     """
-    from verify.run.adopt import check_baseline, collect, find_suite
-    from verify.run.scaffold import GATE_FILE, ScaffoldError, detect, write
+    from verify.run.config.scaffold import GATE_FILE, ScaffoldError, detect, write
+    from verify.run.phases.adopt import check_baseline, collect, find_suite
 
     try:
         scaffold = detect(project)

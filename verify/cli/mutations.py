@@ -44,8 +44,8 @@ def list_mutations(project: ProjectOption = Path(".")) -> None:
     """
     from verify.report.catalog_view import render_mutations
     from verify.report.terminal import render_error
-    from verify.run.catalog import load_mutations
-    from verify.run.settings import ConfigError, load_config
+    from verify.run.config.catalog import load_mutations
+    from verify.run.config.settings import ConfigError, load_config
 
     try:
         render_mutations(load_mutations(load_config(project)))
@@ -73,8 +73,8 @@ def show_mutation(
     from verify.report.catalog_view import render_mutation
     from verify.report.terminal import render_error
     from verify.run.apply import Stale, apply_mutation, details_for
-    from verify.run.catalog import load_mutations
-    from verify.run.settings import ConfigError, load_config
+    from verify.run.config.catalog import load_mutations
+    from verify.run.config.settings import ConfigError, load_config
 
     try:
         config = load_config(project)

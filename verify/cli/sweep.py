@@ -120,8 +120,8 @@ def sweep(
     from verify.cli.reporting import run_info
     from verify.report.summary import judge
     from verify.report.verdict import Status
-    from verify.run.catalog import load_mutations
-    from verify.run.settings import ConfigError, load_config
+    from verify.run.config.catalog import load_mutations
+    from verify.run.config.settings import ConfigError, load_config
     from verify.sweep import equivalents
     from verify.sweep import render as sweep_render
     from verify.sweep import report as sweep_report
@@ -190,8 +190,8 @@ def promote(
     Example:
       dflash sweep promote 'runner.batch.x_compact__mutmut_3' batch-compaction-skips-row
     """
-    from verify.run.catalog import load_mutations
-    from verify.run.settings import ConfigError, load_config
+    from verify.run.config.catalog import load_mutations
+    from verify.run.config.settings import ConfigError, load_config
     from verify.sweep import promote as sweep_promote
     from verify.sweep import render as sweep_render
     from verify.sweep import report as sweep_report

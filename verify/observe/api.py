@@ -22,8 +22,8 @@ from verify.observe.session import (
     SessionOptions,
     observe_mutants,
 )
-from verify.run.project import project_files
-from verify.run.settings import ProjectConfig
+from verify.run.config.project import project_files
+from verify.run.config.settings import ProjectConfig
 
 __all__ = ["ExplainRun", "NoObserverError", "explain_catalog", "explain_overrides", "mutant_texts"]
 

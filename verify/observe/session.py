@@ -4,7 +4,7 @@ Copies the project's files (the ones a verify run copies) into a temporary folde
 subprocess (`verify/observe/worker.py`, with the children's clean environment and no stdin) and reads back each
 mutant's comparison with the pristine run and the digest of its observation, as JSON (never unpickled). The
 user's tree is only read: the worker's children are confined, and the whole session runs under the run's tree
-guard (`verify.run.guard`: the project inventoried before and after, everything its processes left behind
+guard (`verify.run.sandbox.guard`: the project inventoried before and after, everything its processes left behind
 ended), so a change to the user's files is an `ObserveTreeError` naming them, never a silent success. An
 observation run that fails in the pristine tree (an error or a timeout in a workload, an observer that cannot
 load) is a harness error, named, never an explanation. Knows nothing of the CLI or of reports.
@@ -114,7 +114,7 @@ def observe_mutants(
 
     `files` are the project files the private copy holds (relative to `root`). Raises ObserveTreeError when the
     user's files changed meanwhile, ObserveHarnessError when the observation itself failed."""
-    from verify.run.guard import TreeGuard
+    from verify.run.sandbox.guard import TreeGuard
 
     guard = TreeGuard(Path(root))  # the inventory before any child
     with guard:
@@ -134,8 +134,8 @@ def _observe(
     options: SessionOptions | None,
     limits: ChildLimits | None,
 ) -> Observed:
-    from verify.run.hardening import clean_environment, memory_bytes
-    from verify.run.private_copy import copy_files
+    from verify.run.sandbox.hardening import clean_environment, memory_bytes
+    from verify.run.sandbox.private_copy import copy_files
 
     options, limits = options or SessionOptions(), limits or ChildLimits()
     with tempfile.TemporaryDirectory(prefix="dflash-observe-") as tmp:

@@ -4,8 +4,8 @@ not deterministic, and every comparison would be noise), then each mutant in a c
 compares every mutant with the pristine run there. Jobs are named by number (`m0`, `m1`, ... in the order of
 the job's mutants), never by the mutant's name, so no name can collide with the pristine run's files.
 
-Every child lives under the regime of a verify run's children: hardened (`verify.run.hardening`: a clean
-environment, stdin /dev/null, oom_score_adj, memory and file-size ceilings), confined (`verify.run.confine`) to
+Every child lives under the regime of a verify run's children: hardened (`verify.run.sandbox.hardening`: a clean
+environment, stdin /dev/null, oom_score_adj, memory and file-size ceilings), confined (`verify.run.sandbox.confine`) to
 writing its own scratch folder and its own output folder (`out/<id>/`), the subreaper of what it starts, and
 its whole process tree ended when it ends, however it ends (this worker is their subreaper); a child past its
 process ceiling is ended. Only the comparison and a digest of each observation come back, as JSON (`out/<id>/
@@ -51,8 +51,8 @@ def _child(job: dict[str, Any], spec: dict[str, Any], pristine: Any, out: Path, 
     code = 0
     mine = out / spec["id"]
     try:
-        from verify.run import hardening, reaper
-        from verify.run.confine import confine, writable_paths
+        from verify.run.sandbox import hardening, reaper
+        from verify.run.sandbox.confine import confine, writable_paths
 
         hardening.die_with_parent(parent)
         reaper.become_subreaper()  # what the observer starts comes back here, and ends with it
@@ -148,9 +148,10 @@ def _fail(out: Path, name: str, why: str) -> None:
 
 def _run(job: dict[str, Any], specs: list[dict[str, Any]], pristine: Any, out: Path, jobs: int, limit_s: float) -> None:
     """Up to `jobs` children at once; a child past `limit_s`, its process ceiling or its memory ceiling
-    (`verify.run.ceilings`) is ended with everything beneath it, and whatever a child left behind ends when it
+    (`verify.run.execution.ceilings`) is ended with everything beneath it, and whatever a child left behind ends when it
     does."""
-    from verify.run import ceilings, hardening, reaper
+    from verify.run.execution import ceilings
+    from verify.run.sandbox import hardening, reaper
 
     processes_max = int(job.get("processes_max", 0))
     queue, running, limits, ticks = list(specs), dict[int, tuple[str, float]](), dict[int, hardening.Ceilings](), 0
@@ -196,7 +197,7 @@ def main(argv: list[str]) -> int:
     import verify.observe.compare  # noqa: F401  (imported once here, shared by every child)
     import verify.run.apply  # noqa: F401
     from verify.observe import compare, record
-    from verify.run import reaper
+    from verify.run.sandbox import reaper
 
     reaper.become_subreaper()  # what a child leaves behind comes back here, and is ended
     torch.set_num_threads(1)

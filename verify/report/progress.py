@@ -1,6 +1,6 @@
 """Progress of a verify run's phases on stderr: a redrawn bar on a terminal, plain periodic lines elsewhere.
 
-A rendering module (rich is allowed here): it implements `verify.run.phases.Progress` (`phase`, `advance`)
+A rendering module (rich is allowed here): it implements `verify.run.phases.run.Progress` (`phase`, `advance`)
 and knows nothing of what a phase does. On a terminal each phase gets a bar with done/total, elapsed time
 and an estimate of the time left; in a CI log (stderr not a terminal, or `CI` set) the same facts come as
 one plain line per phase start and at most one line every `interval_s` while it runs, so a log never

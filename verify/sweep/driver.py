@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verify.run import cache
-from verify.run.private_copy import copy_files, visible_files
+from verify.run.phases import cache
+from verify.run.sandbox.private_copy import copy_files, visible_files
 from verify.sweep import equivalents
 from verify.sweep import mutmut_run as sweep_mutmut
 from verify.sweep import source as sweep_source

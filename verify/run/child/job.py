@@ -1,0 +1,179 @@
+"""One forked child's life: its own pristine copy of the project, its own cwd, temp dir and modules, then the
+gates under pytest with the mutated text served by the import hook, journalled gate by gate.
+
+Nothing a child does can reach another child or the user's tree through the files it was given: it works
+in a fresh copy of the parent's pristine private copy, which no child ever writes. Nor by naming a path: its
+first act is to confine itself (`verify.run.sandbox.confine`) to writing its own folder (copy, temp dir, journal,
+result, log), the claims folder it shares with its siblings and the project's `writable` paths. A child that
+was to be confined and is not (the kernel refused a step, or offered no Landlock where its parent found some)
+runs nothing: it never writes to the fd its executor gave it to say "confined" (closed before any of the
+mutant's code runs, so no mutant can say it), and exits with `UNCONFINED_EXIT`; the executor reports that as
+harness trouble, never a verdict. Runs in a child that an executor started, and ends with `os._exit`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from verify.run.apply import MutantFinder
+from verify.run.child import coverage_map
+from verify.run.child.recorder import Recorder
+from verify.run.config.settings import ProjectConfig
+from verify.run.sandbox.confine import ConfineError, confine, writable_paths
+from verify.seeds import GATE_SEED_ENV
+
+__all__ = ["UNCONFINED_EXIT", "JobPaths", "prime", "run_child"]
+
+UNCONFINED_EXIT = 77  # the child was to be confined and could not be: it ran nothing (EX_NOPERM)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobPaths:
+    """Where one child works and what it leaves for the parent."""
+
+    base: Path  # the child's own folder: project copy, temp dir, journal, result, log
+
+    @property
+    def project(self) -> Path:
+        return self.base / "project"
+
+    @property
+    def tmp(self) -> Path:
+        return self.base / "tmp"
+
+    @property
+    def journal(self) -> Path:
+        return self.base / "journal.jsonl"
+
+    @property
+    def result(self) -> Path:
+        return self.base / "result.json"
+
+    @property
+    def log(self) -> Path:
+        return self.base / "child.log"
+
+
+# file -> whether it lies in the user's tree. Resolving every loaded module's path (torch alone brings a
+# thousand) took ~0.3 s per child, so the parent fills this once (`prime`) and every child inherits it.
+_INSIDE: dict[tuple[str, str], bool] = {}
+
+
+def _inside(module: Any, root: Path) -> bool:
+    """A module loaded from the user's tree (a gate helper, a test module imported by an outer pytest run):
+    the child must import its own copy from the private tree, never reuse the parent's. Installed packages
+    are not the project's, even when the virtualenv lives inside the project folder."""
+    file = getattr(module, "__file__", None)
+    if not file or getattr(module, "__name__", "") == "__main__":
+        return False
+    key = (file, str(root))
+    if key not in _INSIDE:
+        path = Path(file).resolve()
+        _INSIDE[key] = path.is_relative_to(root.resolve()) and not path.is_relative_to(Path(sys.prefix).resolve())
+    return _INSIDE[key]
+
+
+def prime(root: Path) -> None:
+    """In the parent, before forking: decide once for every module loaded so far whether it is the user's."""
+    for module in list(sys.modules.values()):
+        _inside(module, root)
+
+
+def _fresh_random_state() -> None:
+    """Random generators as a fresh process has them, not as the parent left them. CPython reseeds `random` at
+    a fork; numpy seeds its global generator from the OS at import, so it is reseeded the same way; torch's
+    default generator starts from its seed. Otherwise every child draws the parent's numbers, and a gate that
+    fails by chance passes or fails alike in every child, where the flake check cannot see it. (A generator
+    the parent never loaded is seeded afresh when the child first imports it.)"""
+    if (numpy_random := sys.modules.get("numpy.random")) is not None:
+        numpy_random.seed()
+    if (torch := sys.modules.get("torch")) is not None:
+        torch.manual_seed(torch.initial_seed())
+
+
+def _isolate(config: ProjectConfig, job: Any, pristine: Path, paths: JobPaths) -> Path:
+    """Copy the pristine tree, purge the project's modules, point sys.path, cwd and temp at this child's own."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)  # the parent decides when a child ends
+    shutil.copytree(pristine, paths.project, symlinks=True)
+    paths.tmp.mkdir()
+    os.environ["TMPDIR"] = str(paths.tmp)
+    tempfile.tempdir = str(paths.tmp)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)  # one core per child; the parent runs N of them
+    _fresh_random_state()
+    # A shared unmutated run compiles into its copy for the parent to adopt (not under a user's pycache
+    # prefix: that folder is theirs). Every other child only reads the caches, whatever the user's setting.
+    sys.dont_write_bytecode = not (job.share_bytecode and sys.pycache_prefix is None)
+    owned = set(config.top_level_names)
+    for name in [m for m in sys.modules if m.partition(".")[0] in owned or _inside(sys.modules[m], config.root)]:
+        del sys.modules[name]
+    private = paths.project.resolve()
+    real_paths = {str((config.root / rel).resolve()) for rel in config.import_paths} | {str(config.root)}
+    import_roots = [str((private / rel).resolve()) for rel in config.import_paths]
+    sys.path[:] = import_roots + [p for p in sys.path if p not in ("", ".", *real_paths)]
+    os.chdir(private)
+    return private
+
+
+def run_child(
+    config: ProjectConfig,
+    job: Any,
+    pristine: Path,
+    paths: JobPaths,
+    claims: Path | None = None,
+    confined: bool = False,
+    confined_fd: int = -1,
+) -> int:
+    """The child's body; returns its exit code. `job` is a `verify.run.execution.fork.Job`; `claims` is the folder it
+    shares with the sibling children that split its gates (None: it runs them all); `confined` says that its
+    parent found Landlock, so this child runs nothing unless it is confined too; `confined_fd` (a pipe's write
+    end, or -1) gets one byte once it is, and is closed either way before any gate."""
+    # Before any of the project's code runs, and while this process has one thread: every later thread and
+    # process inherits the restriction. Never unconfined where confinement was expected: no gate runs.
+    try:
+        applied = confine([paths.base, *([claims] if claims is not None else []), *writable_paths(config.writable)])
+        if confined and not applied.active:
+            raise ConfineError(f"its parent found Landlock, this child got none ({applied.why.partition('; ')[0]})")
+        if confined_fd >= 0:
+            os.write(confined_fd, b"1")
+    except ConfineError as error:
+        sys.stderr.write(f"not confined, so no gate ran: {error}\n")
+        return UNCONFINED_EXIT
+    finally:
+        if confined_fd >= 0:
+            os.close(confined_fd)  # before any of the mutant's code runs: none can say "confined" here
+    private = _isolate(config, job, pristine, paths)
+    overrides = {str(private / rel): text for rel, text in job.overrides}
+    finder = MutantFinder([private / rel for rel in config.import_paths], config.source_packages, overrides)
+    sys.meta_path.insert(0, finder)
+    # The harness owns its children's stream: a DFLASH_GATE_SEED the user exported never reaches a gate.
+    os.environ[GATE_SEED_ENV] = str(job.gate_seed)
+    cov = coverage_map.start(private, config.source_roots) if job.measure_coverage else None
+    recorder = Recorder(paths.journal, config.invariant_errors, cov, job.force_fail, job.stop_after, claims)
+    # Excluded files are absent from the copy (`verify.run.config.project`), so only `pytest_args` is added here.
+    args = [*(job.gate_ids or config.gates), *config.marker_args, "-p", "no:cacheprovider", "-q", *config.pytest_args]
+    args += ["--rootdir", str(private)]
+    exit_code = pytest.main(args, plugins=[recorder])
+    payload: dict[str, Any] = {
+        "pytest_exit": int(exit_code),
+        "loaded": sorted(str(Path(p).relative_to(private)) for p in finder.loaded),
+        "collect_errors": recorder.collect_errors,
+        "order": recorder.order,
+    }
+    if cov is not None:
+        payload["coverage"] = {"lines": coverage_map.collect(cov, private), "fixtures": recorder.fixtures}
+    tmp = paths.result.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload))
+    os.replace(tmp, paths.result)
+    return 0

@@ -1,0 +1,86 @@
+"""A child's ceilings and the parent's watch over them: what memory, processes and file size a child may take
+(scaled from the unmutated children, like its time), whether a running child is past one, and the load the
+machine is under less what the child itself makes (so the child's own load cannot stretch its budget).
+
+The child sets its own rlimits (`verify.run.sandbox.hardening`); the parent, which forked it, polls what only it can
+see from outside: the size of the child's process tree and the memory the tree holds. A breach is named by an
+exception type the verdict model reads as a crash kind (`verify.report.crashes`). Knows nothing of pytest,
+jobs' results or verdicts.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from verify.run.config.settings import ProjectConfig
+from verify.run.sandbox import hardening, reaper
+
+__all__ = ["check", "died_at", "for_child", "harness_job", "load_scale"]
+
+_MEMORY_NEAR = 0.9  # a child that died with its peak this close to its memory ceiling died of it
+NONE = ("", "")  # (exc_type, why): no breach
+
+
+def harness_job(key: str) -> bool:
+    """The harness's own job (baseline, self-check, flake check: keys "_..."), not a mutant's."""
+    return key.startswith("_")
+
+
+def for_child(config: ProjectConfig, key: str, sharing: tuple[int, int], pristine_peak: int) -> hardening.Ceilings:
+    """The ceilings of the child for job `key`. Memory: at most the machine's share per child (`sharing`: the
+    children this run holds at once, and the slots of the machine when more); a mutant's `max(memory_min_mb,
+    memory_factor x the largest peak of the harness's own children)` once one was measured, else the share."""
+    memory = 0
+    if config.memory_factor:
+        memory = hardening.memory_bytes() // max(1, *sharing)
+        if not harness_job(key) and pristine_peak:
+            wanted = max(config.memory_min_mb << 20, int(config.memory_factor * pristine_peak))
+            memory = min(memory, wanted) if memory else wanted
+    return hardening.Ceilings(memory, config.file_max_mb << 20, config.processes_max)
+
+
+def check(pid: int, processes: list[int], ceilings: hardening.Ceilings, seldom: bool) -> tuple[str, str]:
+    """(exc_type, why) when the child `pid`, whose tree is `processes`, is past a ceiling (its tree is then
+    ended), else NONE. A lone child's memory is read every time; a tree's (its processes' proportional sets,
+    costlier) only when `seldom`."""
+    breach = NONE
+    if ceilings.processes and len(processes) > ceilings.processes:
+        breach = ("ProcessCeiling", f"{len(processes)} processes, past its ceiling of {ceilings.processes} "
+                  "([tool.dflash] processes_max)")  # fmt: skip
+    elif ceilings.memory_bytes and (len(processes) == 1 or seldom):
+        resident = reaper.resident_bytes(processes)
+        if resident > ceilings.memory_bytes:
+            breach = ("MemoryCeiling", f"{resident >> 20} MiB resident, past its ceiling of "
+                      f"{ceilings.memory_bytes >> 20} MiB ([tool.dflash] memory_factor)")  # fmt: skip
+    if breach[0]:
+        reaper.end_tree(pid)
+    return breach
+
+
+def died_at(peak: int, ceilings: hardening.Ceilings, exit_code: int) -> tuple[str, str]:
+    """A child that died (a signal, an abort in C code that could not allocate) with its peak resident memory
+    at its memory ceiling died of it; else NONE."""
+    memory = ceilings.memory_bytes
+    if memory and peak >= _MEMORY_NEAR * memory:
+        how = f"killed by {signal.Signals(-exit_code).name}" if exit_code < 0 else f"exited with code {exit_code}"
+        return ("MemoryCeiling", f"died ({how}) at its memory ceiling of {memory >> 20} MiB")
+    return NONE
+
+
+def load_scale(own: int = 0) -> float:
+    """How much slower than idle a CPU-bound child runs now: runnable tasks per core, at least 1.
+
+    The 4th field of /proc/loadavg counts tasks runnable right now (not a 1-minute average, which lags a
+    load that starts with the run). It includes the sampling process itself, hence the minus one. `own` is
+    what the job being timed has runnable now: counted as one, whatever it is (a fork bomb's load must not
+    stretch its own budget).
+    """
+    try:
+        running = int(Path("/proc/loadavg").read_text().split()[3].partition("/")[0]) - 1
+    except (OSError, ValueError, IndexError):
+        running = int(os.getloadavg()[0])
+    if own:
+        running = max(0, running - own) + 1
+    return max(1.0, running / (os.cpu_count() or 1))

@@ -1,0 +1,332 @@
+"""The warm-parent fork executor: one forked child per job, each in its own fresh copy of the project.
+
+The parent copies the project's source roots, gates, conftest files and pytest config once into a pristine
+private tree, imports the preload modules (torch) and pytest, and never imports the project's own modules.
+Each child (`verify.run.child.job`) copies that tree for itself and journals its gates as they finish; it starts
+hardened (`verify.run.sandbox.hardening`). The parent keeps up to N children alive, ends one past its budget (scaled
+by the machine's load less the job's own) or past a ceiling (`verify.run.execution.ceilings`), ends everything a job
+started however it ended (the parent is the subreaper of what a child leaves), and turns what a child left
+behind into one outcome per gate: what finished, what was running when it hung or died, and what never ran.
+On SIGINT or SIGTERM every child is killed and the finished results are returned. With `device = "cuda"`
+each child gets its own GPUs (`verify.run.execution.devices`), and a parent that initialised CUDA is refused before any
+child starts. Children die with the parent, even a SIGKILLed one. It is one `verify.run.execution.jobs.JobExecutor`;
+the Ray executor runs it on each worker node. It knows nothing of mutations or verdicts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import io
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from verify.report.verdict import GateOutcome, Outcome
+from verify.run.child.job import JobPaths, prime, run_child
+from verify.run.child.recorder import read_journal
+from verify.run.config.project import project_files
+from verify.run.config.settings import ProjectConfig
+from verify.run.execution import ceilings
+from verify.run.execution.devices import DevicePool, check_cuda_untouched, child_environment, visible_devices
+from verify.run.execution.jobs import Job, JobResult
+from verify.run.sandbox import hardening, reaper
+from verify.run.sandbox.confine import probe
+from verify.run.sandbox.private_copy import adopt_bytecode, copy_files
+
+__all__ = ["Executor", "Job", "JobResult"]
+
+_POLL_S = 0.01
+# pytest's exit codes for a session it could not run at all (an internal error, a usage error): no gate ran.
+_PYTEST_REFUSED = {3: "internal error", 4: "usage error"}
+_LOAD_SAMPLE_S = 0.5
+_WATCH_S = 0.05  # how often each child's processes are counted against its ceiling
+_LEFTOVERS_S = 5.0  # to end what a finished job left behind, however deep
+
+
+def _warm_pytest(empty: Path) -> None:
+    """Run pytest once on an empty folder, so its plugins and entry points are imported before forking."""
+    empty.mkdir()
+    (empty / "pytest.ini").write_text("[pytest]\n")
+    args = [str(empty), "-q", "-p", "no:cacheprovider", "-c", str(empty / "pytest.ini"), "--rootdir", str(empty)]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        pytest.main(args)
+
+
+@dataclass
+class _Running:
+    job: Job
+    paths: JobPaths
+    started: float
+    scales: list[float]
+    gpus: int = -1  # the DevicePool group it holds (-1: none)
+    ceilings: hardening.Ceilings = hardening.Ceilings()
+    breach: tuple[str, str] = ("", "")  # (exc_type, why) when the parent ended it past a ceiling
+    confined_fd: int = -1  # the child writes here once it is confined, before any gate: closed unwritten if not
+
+    @property
+    def budget_s(self) -> float:
+        return self.job.timeout_s * (sum(self.scales) / len(self.scales))
+
+
+class Executor:
+    """Use as a context manager: the private copies live exactly as long as the `with` block."""
+
+    def __init__(self, config: ProjectConfig, slots: int = 0) -> None:
+        """`slots`: children this machine may run at once across every executor on it (a Ray node's workers
+        each hold one); the memory ceiling divides the machine by it, or by the run's jobs if more."""
+        self.config = config
+        self._slots = slots
+        self._peak = 0  # the most memory an unmutated child of this executor took (peak RSS)
+        self._keep, self._was_subreaper = set[int](), False
+        self.pristine = Path()
+        self._tmp = ""
+        self._count = 0
+        self._devices: tuple[str, ...] = visible_devices() if config.device == "cuda" else ()
+        if config.device == "cuda":
+            DevicePool(self._devices, 1)  # no GPU visible: refused here, before anything is copied or forked
+        self._pool: DevicePool | None = None
+        self._confined = False  # Landlock found here: then a child that cannot confine itself runs nothing
+        self._said: set[int] = set()  # the read ends of the running children's "confined" pipes
+
+    @property
+    def nodes(self) -> tuple[tuple[str, str], ...]:
+        """No nodes: the children run on this machine, under the run's own confinement."""
+        return ()
+
+    @property
+    def default_jobs(self) -> int:
+        """One child per GPU on `cuda`, else one per CPU."""
+        return len(self._devices) or self.config.num_jobs
+
+    def __enter__(self) -> Executor:
+        self._confined = probe().active
+        self._tmp = tempfile.mkdtemp(prefix="dflash-verify-")
+        self.pristine = Path(self._tmp, "pristine").resolve()
+        copy_files(self.config.root, project_files(self.config), self.pristine)
+        for name in self.config.preload:
+            importlib.import_module(name)
+        if self.config.device == "cuda":
+            check_cuda_untouched()  # on the CPU, children never touch CUDA, whatever the parent did
+        _warm_pytest(Path(self._tmp, "warm"))
+        prime(self.config.root)
+        # What a child leaves behind comes back here (on a Ray node too) and is ended after every job.
+        self._keep, self._was_subreaper = reaper.children(), reaper.is_subreaper()
+        reaper.become_subreaper()
+        # Objects alive now are shared by every child: freezing them keeps each child's collections
+        # from walking (and copy-on-write touching) the parent's heap, torch included.
+        gc.freeze()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        reaper.become_subreaper(self._was_subreaper)
+        gc.unfreeze()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def run(
+        self, jobs: Sequence[Job], num_jobs: int, on_done: Callable[[JobResult], None] | None = None
+    ) -> list[JobResult]:
+        """Run every job, up to `num_jobs` children at once; results in job order.
+
+        On an interrupt (SIGINT, or SIGTERM under `signals_as_interrupts`) every running child's process
+        group is killed before the interrupt propagates; `on_done` has already seen every finished job.
+        """
+        pending = list(reversed(jobs))
+        if self.config.device == "cuda":
+            self._pool = DevicePool(self._devices, num_jobs)
+        running: dict[int, _Running] = {}
+        done: dict[str, JobResult] = {}
+        last_sample = last_watch = 0.0
+        try:
+            while pending or running:
+                while pending and len(running) < max(1, num_jobs):
+                    job = pending.pop()
+                    gpus = self._pool.acquire() if self._pool is not None else -1
+                    limits = ceilings.for_child(self.config, job.key, (num_jobs, self._slots), self._peak)
+                    devices = self._pool.devices(gpus) if self._pool is not None else ()
+                    pid, paths, confined_fd = self._spawn(job, devices, limits)
+                    running[pid] = _Running(
+                        job, paths, time.monotonic(), [ceilings.load_scale()], gpus, limits, confined_fd=confined_fd
+                    )
+                if time.monotonic() - last_watch > _WATCH_S:
+                    last_watch = time.monotonic()
+                    sample = last_watch - last_sample > _LOAD_SAMPLE_S
+                    last_sample = last_watch if sample else last_sample
+                    for pid, entry in running.items():  # its ceilings (ended past one), the load less its own
+                        processes = reaper.tree(pid)
+                        if not entry.breach[0]:
+                            entry.breach = ceilings.check(pid, processes, entry.ceilings, sample)
+                        if sample:
+                            entry.scales.append(ceilings.load_scale(own=reaper.running_tasks(processes)))
+                if not self._reap(running, done, on_done):
+                    time.sleep(_POLL_S)
+        finally:
+            for pid, entry in running.items():
+                reaper.end_tree(pid)
+                self._kill(pid)
+                self._said.discard(entry.confined_fd)
+                os.close(entry.confined_fd)
+                shutil.rmtree(entry.paths.base, ignore_errors=True)
+            reaper.end_children(keep=self._keep, within_s=_LEFTOVERS_S)
+            self._pool = None
+        return [done[j.key] for j in jobs]
+
+    def _reap(self, running: dict[int, _Running], done: dict[str, JobResult], on_done: Any) -> bool:
+        reaped = False
+        for pid, entry in list(running.items()):
+            finished, status, usage = os.wait4(pid, os.WNOHANG)
+            elapsed = time.monotonic() - entry.started
+            if not finished and elapsed <= entry.budget_s:
+                continue
+            if not finished:
+                reaper.end_tree(pid)  # past its budget: it and everything beneath it, while it is still ours
+            self._kill(pid)  # whatever it left running in its group dies too
+            # Said through a pipe whose only write end the child closed before any of the mutant's code ran, so no
+            # mutant can claim it (an exit code could be forged by one).
+            self._said.discard(entry.confined_fd)
+            with os.fdopen(entry.confined_fd, "rb") as said:
+                confined = said.read(1) == b"1"
+            del running[pid]
+            # What the job started outside its group came back here: it ends before another job's window opens.
+            if reaper.has_strays(keep := self._keep | set(running)):
+                reaper.end_children(keep=keep, within_s=_LEFTOVERS_S)
+            # Its peak resident memory: a fork's counts only the pages it touched, so this is what it took.
+            peak = usage.ru_maxrss * 1024 if finished else 0
+            exit_code = os.waitstatus_to_exitcode(status) if finished else None
+            result = self._collect(entry, exit_code, elapsed, peak, confined or not self._confined)
+            if ceilings.harness_job(entry.job.key) and result.state == "done":
+                self._peak = max(self._peak, peak)
+            if self._pool is not None and entry.gpus >= 0:
+                self._pool.release(entry.gpus)
+            if entry.job.share_bytecode and result.state == "done" and not entry.job.overrides:  # a mutant's copy
+                adopt_bytecode(entry.paths.project, self.pristine)  # may hold any file: never taken
+            shutil.rmtree(entry.paths.base, ignore_errors=True)
+            done[entry.job.key] = result
+            reaped = True
+            if on_done is not None:
+                on_done(result)
+        return reaped
+
+    @staticmethod
+    def _kill(pid: int) -> None:
+        # The child leads its own process group, so anything it spawned dies with it.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+    def _spawn(self, job: Job, gpus: tuple[str, ...], limits: hardening.Ceilings) -> tuple[int, JobPaths, int]:
+        self._count += 1
+        paths = JobPaths(Path(self._tmp, "jobs", f"{self._count}"))
+        paths.base.mkdir(parents=True)
+        claims = Path(self._tmp, "claims", job.claims) if job.claims else None
+        if claims is not None:
+            claims.mkdir(parents=True, exist_ok=True)
+        environment = child_environment(self.config.device, gpus)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        parent = os.getpid()
+        confined_read, confined_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into the parent's code
+            exit_code = 70
+            try:
+                for fd in (confined_read, *self._said):  # a sibling's pipe is none of this child's business
+                    os.close(fd)
+                os.setpgid(0, 0)
+                hardening.die_with_parent(parent)
+                reaper.become_subreaper()  # what the job starts comes back here when its parent dies
+                # Before the project's code: no secret of the harness, no terminal, the ceilings.
+                hardening.harden(environment, limits)
+                log_fd = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                os.dup2(log_fd, 1)
+                os.dup2(log_fd, 2)
+                # The parent's sys.stdout may be an in-process capture (a CliRunner, pytest's): pytest's own
+                # words (a usage error) must reach the log the parent reads, so both streams write to the fds.
+                sys.stdout = open(1, "w", buffering=1, errors="replace", closefd=False)  # noqa: SIM115
+                sys.stderr = open(2, "w", buffering=1, errors="replace", closefd=False)  # noqa: SIM115
+                exit_code = run_child(self.config, job, self.pristine, paths, claims, self._confined, confined_write)
+                # The job is over: whatever it started (a daemon in a session of its own) ends with it, before
+                # another job's window opens, so a late write can never be laid at another mutant's door.
+                reaper.end_children(within_s=5.0)
+            except BaseException:
+                with contextlib.suppress(BaseException):
+                    os.write(2, traceback.format_exc().encode())
+            finally:
+                with contextlib.suppress(BaseException):
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                os._exit(exit_code)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.setpgid(pid, pid)  # both sides set it, so a kill right after fork cannot miss
+        os.close(confined_write)
+        self._said.add(confined_read)
+        return pid, paths, confined_read
+
+    def _collect(
+        self, entry: _Running, exit_code: int | None, elapsed: float, peak: int = 0, confined: bool = True
+    ) -> JobResult:
+        job, paths = entry.job, entry.paths
+        started, finished, stopped = read_journal(paths.journal)
+        data = json.loads(paths.result.read_text()) if exit_code == 0 and paths.result.is_file() else {}
+        if not entry.breach[0] and exit_code and not data:  # died: at its memory ceiling?
+            entry.breach = ceilings.died_at(peak, entry.ceilings, exit_code)
+        if not confined:  # it ran no gate: harness trouble, tried again, never a verdict
+            tail = paths.log.read_text(errors="replace").strip().splitlines()[-1:] if paths.log.is_file() else []
+            state, why = "unconfined", (tail[0] if tail else "the child did not confine itself")[:200]
+            running_outcome = GateOutcome("", Outcome.NOT_RUN, 0.0, "Unconfined", why)
+        elif entry.breach[0]:
+            state, why = "died", entry.breach[1]
+            running_outcome = GateOutcome("", Outcome.EXCEPTION, 0.0, entry.breach[0], why)
+        elif exit_code is None:
+            state, why = "timeout", f"still running after {entry.budget_s:.1f}s (budget {job.timeout_s:.1f}s x load)"
+            running_outcome = GateOutcome("", Outcome.TIMEOUT, elapsed, "Timeout", why)
+        elif data:
+            state, why = "done", ""
+            if data.get("pytest_exit") in _PYTEST_REFUSED:  # pytest itself refused: its own words say why
+                tail = paths.log.read_text(errors="replace").strip().splitlines()[-3:] if paths.log.is_file() else []
+                why = f"pytest {_PYTEST_REFUSED[data['pytest_exit']]} (exit {data['pytest_exit']})" + (
+                    ": " + " | ".join(line.strip()[:200] for line in tail) if tail else ""
+                )
+            running_outcome = GateOutcome("", Outcome.NOT_RUN, 0.0, "Interrupted", "the session ended inside it")
+        else:
+            kind = signal.Signals(-exit_code).name if exit_code < 0 else f"exit {exit_code}"
+            what = f"killed by {kind}" if exit_code < 0 else f"exited with code {exit_code}"
+            tail = paths.log.read_text(errors="replace").strip().splitlines()[-1:] if paths.log.is_file() else []
+            state, why = "died", what + (f": {tail[0][:160]}" if tail else "")
+            running_outcome = GateOutcome("", Outcome.EXCEPTION, 0.0, kind, why)
+        collect_errors = tuple(tuple(e) for e in data.get("collect_errors", ()))
+        outcomes = list(finished.values())
+        in_progress = [g for g in started if g not in finished]
+        outcomes += [_replace_id(running_outcome, g) for g in in_progress]
+        seen = set(finished) | set(in_progress)
+        for gate_id in job.gate_ids:
+            if gate_id in seen or (stopped and state == "done"):
+                continue  # first-kill mode: gates after the kill were left out on purpose
+            broken = [why for node, why in collect_errors if gate_id.startswith(node.rstrip(":") + "::")]
+            if broken:  # every child starts pristine, so only the mutant can break a gate's import
+                outcomes.append(GateOutcome(gate_id, Outcome.EXCEPTION, 0.0, "CollectError", broken[0]))
+            elif state == "timeout" and not started:
+                outcomes.append(_replace_id(running_outcome, gate_id))  # hung before any gate began
+            else:
+                outcomes.append(GateOutcome(gate_id, Outcome.NOT_RUN, 0.0, "NotRun", why or "never started"))
+        return JobResult(
+            job.key, state, elapsed, tuple(outcomes), why, int(data.get("pytest_exit", -1)),
+            tuple(data.get("loaded", ())), collect_errors, data.get("coverage"), tuple(data.get("order", ())),
+        )  # fmt: skip
+
+
+def _replace_id(outcome: GateOutcome, gate_id: str) -> GateOutcome:
+    return GateOutcome(gate_id, outcome.outcome, outcome.duration_s, outcome.exc_type, outcome.message)

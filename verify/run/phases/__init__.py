@@ -1,0 +1,1 @@
+"""phases: see verify/run/__init__.py for what each sub-package owns."""

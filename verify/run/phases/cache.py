@@ -1,0 +1,180 @@
+"""The result cache under `.dflash-cache/` and the `--changed-since` file set.
+
+An entry is keyed by a hash of the mutation record, every project file the gates run against
+(`project_files`) and the run settings that can change a verdict, so an unchanged mutation against
+an unchanged tree is never re-run, and any edit re-runs it. `.dflash-cache/` is the only thing the
+engine writes into the user's tree. This module knows nothing of forking or pytest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from verify.mutation import Mutation
+from verify.report.verdict import MutationResult, result_from_dict
+from verify.run.config.project import project_files
+from verify.run.config.settings import ProjectConfig
+
+__all__ = ["CACHE_DIR", "ChangedSinceError", "ResultCache", "changed_files", "harness_digest", "tree_digest"]
+
+CACHE_DIR = ".dflash-cache"
+_FORMAT = "dflash-cache/2"  # bump when an entry's meaning changes, to orphan old entries
+# The harness's own code: a change to how verdicts are reached re-runs everything, the self-check included.
+_VERIFY = Path(__file__).parents[1]
+_HARNESS = (_VERIFY / "run", _VERIFY / "report" / "verdict.py", _VERIFY / "mutation.py")
+
+
+def _harness_digest() -> bytes:
+    digest = hashlib.sha256()
+    for path in _HARNESS:
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            digest.update(file.name.encode() + b"\0" + file.read_bytes())
+    return digest.digest()
+
+
+def harness_digest() -> str:
+    """The digest of the harness's own code (a Ray node running other code would reach other verdicts)."""
+    return _harness_digest().hex()
+
+
+class ChangedSinceError(Exception):
+    """`--changed-since REV` could not be resolved by git (CLI exit code 2)."""
+
+
+def tree_digest(config: ProjectConfig) -> str:
+    """sha256 over the path and bytes of every file the gates run against, plus the run settings."""
+    digest = hashlib.sha256(_FORMAT.encode() + _harness_digest())
+    settings = (config.gates, config.gate_marker, config.source_roots, config.invariant_errors, config.timeout_factor,
+                config.timeout_min_s, config.exclude, config.pytest_args, config.statistical_gates)  # fmt: skip
+    digest.update(repr(settings).encode())
+    for rel in project_files(config):
+        digest.update(rel.encode() + b"\0")
+        digest.update(hashlib.sha256((config.root / rel).read_bytes()).digest())
+    return digest.hexdigest()
+
+
+class ResultCache:
+    def __init__(self, root: Path, enabled: bool = True) -> None:
+        self.directory = Path(root) / CACHE_DIR
+        self.enabled = enabled
+
+    @staticmethod
+    def key(tree: str, mutation: Mutation, all_gates: bool, first_kill: bool = False) -> str:
+        """A first-kill result is keyed apart: it answers a first-kill run, never a full-matrix one (whose
+        result, a superset, may answer both)."""
+        record = json.dumps(dataclasses.asdict(mutation), sort_keys=True)
+        mode = "\0first-kill" if first_kill else ""
+        return hashlib.sha256(f"{tree}\0{record}\0{all_gates}{mode}".encode()).hexdigest()
+
+    def _read(self, name: str) -> dict[str, Any] | None:
+        path = self.directory / f"{name}.json"
+        if not self.enabled or not path.is_file():
+            return None
+        try:
+            data: dict[str, Any] = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None  # a torn or foreign entry is a miss, never an error
+        return data
+
+    def _write(self, name: str, data: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        self.directory.mkdir(exist_ok=True)
+        ignore = self.directory / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("*\n")  # keeps the cache out of git in any project, not just ours
+        tmp = self.directory / f"{name}.tmp"
+        tmp.write_text(json.dumps(data))
+        tmp.replace(self.directory / f"{name}.json")
+
+    def get(self, key: str) -> MutationResult | None:
+        data = self._read(key)
+        try:
+            result = result_from_dict(data) if data else None
+        except (KeyError, ValueError, TypeError):
+            return None  # a foreign entry is a miss
+        if result is None or not result.status.is_final:
+            return None  # crashes, timeouts and errors are never replayed
+        return dataclasses.replace(result, cached=True)
+
+    def put(self, key: str, result: MutationResult) -> None:
+        if result.status.is_final:
+            self._write(key, dataclasses.asdict(result))
+
+    def forget(self, key: str) -> None:
+        """Drop a verdict found untrustworthy after it was cached (its mutant changed the user's files)."""
+        (self.directory / f"{key}.json").unlink(missing_ok=True)
+
+    def get_gate_checks(self, tree: str) -> dict[str, str]:
+        """The gates this tree's flake checks re-ran: {gate id: "" when green on every re-run, else why not}."""
+        checks = (self._read(f"gatechecks-{tree}") or {}).get("gates", {})
+        return {str(g): str(why) for g, why in checks.items()} if isinstance(checks, dict) else {}
+
+    def put_gate_checks(self, tree: str, checks: dict[str, str]) -> None:
+        self._write(f"gatechecks-{tree}", {"gates": {**self.get_gate_checks(tree), **checks}})
+
+    def get_self_check(self, tree: str) -> bool:
+        return bool((self._read(f"selfcheck-{tree}") or {}).get("passed"))
+
+    def put_self_check(self, tree: str) -> None:
+        self._write(f"selfcheck-{tree}", {"passed": True})
+
+    def clear(self) -> int:
+        """Remove every entry; returns how many files went. Only the cache folder is touched."""
+        if not self.directory.is_dir():
+            return 0
+        files = [p for p in self.directory.iterdir() if p.is_file()]
+        shutil.rmtree(self.directory)
+        return len(files)
+
+    @property
+    def last_report(self) -> Path:
+        """Where a run keeps its report as results arrive (partial while it runs, whole when it ends)."""
+        return self.directory / "last-report.json"
+
+    def get_baseline(self, tree: str) -> dict[str, Any] | None:
+        return self._read(f"baseline-{tree}")
+
+    def put_baseline(self, tree: str, data: dict[str, Any]) -> None:
+        self._write(f"baseline-{tree}", data)
+
+
+def _commit(root: Path, rev: str) -> str:
+    """The commit `rev` names, resolved so that no user string ever reaches git as an option."""
+    if not rev or rev.startswith("-"):
+        raise ChangedSinceError(f"--changed-since: {rev!r} is not a revision")
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
+            cwd=root, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+    except FileNotFoundError:
+        raise ChangedSinceError("git is not installed") from None
+    if done.returncode != 0:
+        raise ChangedSinceError(f"--changed-since: unknown revision {rev!r}, or {root} is not a git repository")
+    return done.stdout.strip()
+
+
+def changed_files(root: Path, rev: str) -> set[str]:
+    """Paths (relative to the root) that differ between `rev` and the working tree, or are untracked."""
+    commit = _commit(root, rev)
+    commands = (
+        ["git", "diff", "--name-only", "--relative", commit, "--"],
+        ["git", "ls-files", "--others", "--exclude-standard"],
+    )
+    found: set[str] = set()
+    for command in commands:
+        try:
+            done = subprocess.run(command, cwd=root, capture_output=True, text=True, check=False)
+        except FileNotFoundError:
+            raise ChangedSinceError("git is not installed") from None
+        if done.returncode != 0:
+            raise ChangedSinceError(f"git cannot diff against {rev!r}: {done.stderr.strip()}")
+        found.update(line.strip() for line in done.stdout.splitlines() if line.strip())
+    return found  # both commands print paths relative to the root (--relative), not the repo top

@@ -1,0 +1,134 @@
+"""The confirmation of kills that statistical gates alone made: the run's phase after the mutations.
+
+A statistical gate (`[tool.dflash] statistical_gates`) fails by chance at a stated rate (about 1e-3 for
+each of this project's exact gates). A mutant that only reshuffles the random stream the gates draw from
+meets them all afresh, so with 25 of them its chance of a false kill on one run is about 2.5%. Such a kill is
+provisional (never cached, said so in a partial report) until its killers run again on gate seed
+CONFIRM_SEED, a stream independent of the first (`verify.seeds`): it stands only if one of them is red by
+its check again. A false kill then needs two independent false alarms: about 2.5e-2 x 1e-3 = 2.5e-5 per
+mutant. A real bug the killer detects with probability P is confirmed with probability P again.
+
+Knows the run only through the `Run` protocol below (what `verify.run.phases.run` holds), and children only
+through the `JobExecutor` interface: the seed travels as job data, so fork and Ray confirm alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, Status, matches_gate
+from verify.run.config.settings import ProjectConfig
+from verify.run.execution.jobs import Job, JobExecutor, JobResult
+from verify.run.phases.checks import Progress, budget
+from verify.run.phases.judge import AGAIN, STATISTICAL_UNCONFIRMED, verdict
+from verify.seeds import CONFIRM_SEED
+
+__all__ = ["AWAITING", "awaits_confirmation", "chance_killers", "confirm_by_seed", "confirm_chance_kills"]
+
+AWAITING = "red only in statistical gates: to be confirmed on an independent gate seed"
+
+
+class Plan(Protocol):
+    key: str  # the result's cache key
+    gate_ids: tuple[str, ...]  # the gates its first child was given, in the order it ran them
+
+
+class Run(Protocol):
+    config: ProjectConfig
+    baseline: Baseline
+    results: dict[str, MutationResult]
+    flaky: dict[str, str]
+    num_jobs: int
+
+    @property
+    def plans(self) -> Mapping[str, Plan]: ...
+
+    def add(self, result: MutationResult, key: str = "", *, emit: bool = True) -> None: ...
+
+
+def chance_killers(result: MutationResult, statistical: Sequence[str]) -> tuple[str, ...]:
+    """The killers of a kill that only statistical gates made (node ids or prefixes in `statistical`), or ()
+    when the kill needs no confirmation (another kind of verdict, or some killer is not statistical)."""
+    if result.status is not Status.KILLED or not result.killed_by or not statistical:
+        return ()
+    if all(any(matches_gate(gate_id, pattern) for pattern in statistical) for gate_id in result.killed_by):
+        return result.killed_by
+    return ()
+
+
+def awaits_confirmation(result: MutationResult, statistical: Sequence[str]) -> bool:
+    """A kill by statistical gates alone that no second seed has confirmed yet (none of its killers' outcomes
+    says red again)."""
+    killers = set(chance_killers(result, statistical))
+    return bool(killers) and not any(o.gate_id in killers and o.message.startswith(AGAIN) for o in result.outcomes)
+
+
+def confirm_by_seed(
+    first: tuple[GateOutcome, ...], killers: tuple[str, ...], again: tuple[GateOutcome, ...], seed: int
+) -> tuple[GateOutcome, ...]:
+    """The outcomes once the killers ran again on gate seed `seed`: a killer red by its check again stays red,
+    one green there is a chance red (passed, STATISTICAL_UNCONFIRMED, its first red in the message), and one
+    that did anything else has no verdict. Gates the first attempt never reached (first-kill mode) that ran
+    on the second count as one attempt: conclusive ones stand, any other red is unconfirmed."""
+    second = {o.gate_id: o for o in again}
+    resolved = []
+    for o in first:
+        a = second.get(o.gate_id)
+        if o.gate_id not in killers:
+            resolved.append(o)
+        elif a is not None and a.outcome.is_check:
+            why = f"{AGAIN} {seed}: {a.message}"
+            resolved.append(GateOutcome(o.gate_id, a.outcome, o.duration_s + a.duration_s, a.exc_type, why[:200]))
+        elif a is not None and a.outcome is Outcome.PASSED:
+            why = f"red on gate seed 0 ({o.exc_type}: {o.message}), green on gate seed {seed}"
+            resolved.append(GateOutcome(o.gate_id, Outcome.PASSED, a.duration_s, STATISTICAL_UNCONFIRMED, why[:200]))
+        else:
+            then = f"{a.outcome} ({a.exc_type})" if a is not None else "not run"
+            why = f"red on gate seed 0 ({o.exc_type}), then {then} on gate seed {seed}"
+            resolved.append(GateOutcome(o.gate_id, Outcome.NOT_RUN, o.duration_s, "Unconfirmed", why[:200]))
+    seen = {o.gate_id for o in first}
+    for a in again:
+        if a.gate_id in seen:
+            continue
+        if a.outcome.is_conclusive:
+            resolved.append(a)
+        else:
+            why = f"red once only ({a.outcome}: {a.exc_type})"
+            resolved.append(GateOutcome(a.gate_id, Outcome.NOT_RUN, a.duration_s, "Unconfirmed", why[:200]))
+    return tuple(resolved)
+
+
+def confirm_chance_kills(
+    run: Run, ex: JobExecutor, progress: Progress, job: Callable[[Any, tuple[str, ...], float], Job]
+) -> None:
+    """Run every provisional kill's killers again on gate seed CONFIRM_SEED (first-kill mode: with the gates
+    its first child never reached) and record the verdict that follows. `job(plan, gate_ids, budget)` is the
+    child that runs `gate_ids` against the plan's mutant on the first seed."""
+    statistical = run.config.statistical_gates
+    pending: dict[str, tuple[str, ...]] = {}
+    for name, result in run.results.items():
+        if name in run.plans and not result.cached and awaits_confirmation(result, statistical):
+            reached = {o.gate_id for o in result.outcomes}
+            killers = chance_killers(result, statistical)
+            pending[name] = tuple(g for g in run.plans[name].gate_ids if g in killers or g not in reached)
+    if not pending:
+        return
+
+    def done(again: JobResult) -> None:
+        progress.advance(f"{again.key} (on gate seed {CONFIRM_SEED})")
+        first = run.results[again.key]
+        outcomes = confirm_by_seed(first.outcomes, chance_killers(first, statistical), again.outcomes, CONFIRM_SEED)
+        ran = tuple(dict.fromkeys((*first.ran, *(o.gate_id for o in again.outcomes))))
+        duration, attempts = first.duration_s + again.duration_s, first.attempts + 1
+        run.add(verdict(first.name, outcomes, ran, duration, attempts, frozenset(run.flaky)), run.plans[again.key].key)
+
+    progress.phase("confirming statistical kills", len(pending))
+    jobs = [
+        dataclasses.replace(
+            job(run.plans[name], gate_ids, budget(run.config, run.baseline, gate_ids)), gate_seed=CONFIRM_SEED
+        )
+        for name, gate_ids in pending.items()
+    ]
+    ex.run(jobs, run.num_jobs, done)
