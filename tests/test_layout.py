@@ -82,6 +82,17 @@ RULES = [
      "the mutation record is a leaf"),
     ("verify.fixtures", ("verify.run", "verify.cli", "verify.sweep"), "fixtures stand beside the run"),
     ("verify.run", ("verify.cli", "verify.sweep"), "the run never reaches up into the CLI or the sweep"),
+    # Inside the run, imports point down: phases -> execution -> child -> config and sandbox (the bottom).
+    ("verify.run.config", ("verify.run.sandbox", "verify.run.child", "verify.run.execution", "verify.run.phases"),
+     "config is the bottom of the run"),
+    ("verify.run.sandbox", ("verify.run.config", "verify.run.child", "verify.run.execution", "verify.run.phases",
+                            "verify.run.apply"), "the sandbox stands alone: the security boundary is one unit"),
+    ("verify.run.apply", ("verify.run.config", "verify.run.sandbox", "verify.run.child", "verify.run.execution",
+                          "verify.run.phases", "verify.report"), "applying a mutation knows no run or report"),
+    ("verify.run.harness", ("verify.run.config", "verify.run.sandbox", "verify.run.child", "verify.run.execution",
+                            "verify.run.phases"), "the harness digest is a leaf"),
+    ("verify.run.child", ("verify.run.execution", "verify.run.phases"), "a child knows nothing of who started it"),
+    ("verify.run.execution", ("verify.run.phases",), "an executor knows nothing of phases or verdicts"),
     ("verify.sweep", ("verify.cli",), "the sweep never reaches up into the CLI"),
     ("verify.gatekit", ("runner", "mutations", "verify.run", "verify.report", "verify.cli", "verify.sweep",
                         "verify.fixtures", "verify.observe"), "the gate kit is engine-agnostic: tensors and callables"),
@@ -157,6 +168,14 @@ def test_the_checker_sees_a_circle_and_a_wrong_direction() -> None:
         assert _cycle() is not None
         with pytest.raises(AssertionError, match="runner.engine imports verify.run.phases.run"):
             test_import_directions("runner", ("verify",), "planted")
+        sandbox = "verify.run.sandbox.confine"
+        GRAPH[sandbox] = {*GRAPH[sandbox], "verify.run.config.settings"}
+        with pytest.raises(AssertionError, match="verify.run.sandbox.confine imports verify.run.config.settings"):
+            test_import_directions(*next(rule for rule in RULES if rule[0] == "verify.run.sandbox"))
+        child = "verify.run.child.job"
+        GRAPH[child] = {*GRAPH[child], "verify.run.execution.fork"}
+        with pytest.raises(AssertionError, match="verify.run.child.job imports verify.run.execution.fork"):
+            test_import_directions(*next(rule for rule in RULES if rule[0] == "verify.run.child"))
     finally:
         GRAPH.clear()
         GRAPH.update(saved)
@@ -168,7 +187,21 @@ def test_module_size(module: str) -> None:
     assert num_lines <= MAX_LINES, f"{module} has {num_lines} lines; a module past {MAX_LINES} is two nouns"
 
 
+RUN_PACKAGES = ("config", "sandbox", "child", "execution", "phases")
+MAX_FLAT_RUN_MODULES = 4
+
+
+def test_the_run_is_laid_out_by_concern() -> None:
+    """verify/run/ holds its sub-packages and at most four flat modules beside them."""
+    run = ROOT / "verify" / "run"
+    packages = sorted(p.name for p in run.iterdir() if p.is_dir() and (p / "__init__.py").is_file())
+    assert set(RUN_PACKAGES) <= set(packages), packages
+    flat = sorted(path.name for path in run.glob("*.py") if path.name != "__init__.py")
+    assert len(flat) <= MAX_FLAT_RUN_MODULES, f"verify/run/ has {len(flat)} flat modules: {flat}"
+
+
 def test_every_room_says_what_it_owns() -> None:
-    for room in ("verify.cli", "verify.run", "verify.report", "verify.fixtures", "verify.sweep", "verify.gatekit"):
+    rooms = ("verify.cli", "verify.run", "verify.report", "verify.fixtures", "verify.sweep", "verify.gatekit")
+    for room in (*rooms, *(f"verify.run.{package}" for package in RUN_PACKAGES)):
         doc = ast.get_docstring(ast.parse(MODULES[room].read_text()))
         assert doc and len(doc) > 40, f"{room}/__init__.py must open with a docstring saying what the room owns"

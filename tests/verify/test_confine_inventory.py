@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from verify.run.config.settings import ConfigError, ProjectConfig
-from verify.run.sandbox.confine import writable_paths
+from verify.run.config.writable import writable_paths
 from verify.run.sandbox.inventory import diff, home_paths, snapshot
 
 

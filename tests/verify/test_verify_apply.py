@@ -9,7 +9,7 @@ import pytest
 
 from verify.mutation import Mutation
 from verify.run.apply import Applied, MutantFinder, Stale, apply_mutation, count_matches
-from verify.run.child.coverage_map import CoverageMap, anchor_lines
+from verify.run.phases.coverage_map import CoverageMap, anchor_lines
 
 SOURCE = """def scale(x, factor=2):
     total = (x *

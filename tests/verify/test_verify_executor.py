@@ -7,13 +7,13 @@ import time
 
 import pytest
 
-from verify.run.child.coverage_map import CoverageMap
 from verify.run.config.catalog import load_mutations
 from verify.run.config.project import project_files
 from verify.run.config.settings import ConfigError, load_config
 from verify.run.execution.fork import Executor, Job
 from verify.run.phases.cache import ResultCache, tree_digest
 from verify.run.phases.checks import run_pristine
+from verify.run.phases.coverage_map import CoverageMap
 
 ARITH = "toy/arith.py"
 TEST_MUL = "tests/gates/test_arith.py::test_mul"

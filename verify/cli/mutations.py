@@ -72,9 +72,10 @@ def show_mutation(
     """
     from verify.report.catalog_view import render_mutation
     from verify.report.terminal import render_error
-    from verify.run.apply import Stale, apply_mutation, details_for
+    from verify.run.apply import Stale, apply_mutation
     from verify.run.config.catalog import load_mutations
     from verify.run.config.settings import ConfigError, load_config
+    from verify.run.phases.details import details_for
 
     try:
         config = load_config(project)

@@ -159,12 +159,12 @@ def verify(
     from verify.report.progress import PhaseProgress
     from verify.report.terminal import render_confinement, render_error, render_node_confinement
     from verify.report.verdict import RunReport
-    from verify.run.apply import details_for
     from verify.run.config.catalog import load_mutations
     from verify.run.config.settings import ConfigError, load_config, with_overrides
     from verify.run.execution.interrupts import interrupt_signal
     from verify.run.execution.jobs import ExecutorLost
     from verify.run.phases.cache import ChangedSinceError, ResultCache
+    from verify.run.phases.details import details_for
     from verify.run.phases.run import BaselineError, HarnessError, RunOptions, SelectionError, Shard, run_verify
     from verify.run.sandbox.confine import probe
 

@@ -51,8 +51,9 @@ def _child(job: dict[str, Any], spec: dict[str, Any], pristine: Any, out: Path, 
     code = 0
     mine = out / spec["id"]
     try:
+        from verify.run.config.writable import writable_paths
         from verify.run.sandbox import hardening, reaper
-        from verify.run.sandbox.confine import confine, writable_paths
+        from verify.run.sandbox.confine import confine
 
         hardening.die_with_parent(parent)
         reaper.become_subreaper()  # what the observer starts comes back here, and ends with it

@@ -1,6 +1,38 @@
-"""The run: a project's settings, applying a mutation, the executor and its children, the phases
-(baseline, self-check, mutations), the cache and the coverage map.
+"""The run: from a project's `[tool.dflash]` table to a `RunReport`, one sub-package per concern.
 
-May import `runner`, `verify.mutation` and `verify.report` (to build verdict records); never `verify.cli`
-or `verify.sweep`. Never prints: it returns records and reports progress through callbacks.
+- `config/`: what the run is asked to do (settings, the catalog, the project's files, the selection, `init`'s
+  scaffold, the `writable` key). Imports nothing else of the run.
+- `sandbox/`: what keeps a mutant in its box (Landlock confinement, the reaper, the tree inventory and guard,
+  the private copies). Imports nothing else of the run.
+- `child/`: what runs after fork (one job's life, the gate recorder, the child's half of coverage).
+- `execution/`: how jobs reach children (the job records, the fork executor, devices, interrupts, the Ray
+  executor in `cluster/`, and `choice`, which picks one).
+- `phases/`: the run's order and its verdicts (baseline and checks, judge, order, the layout probe, the cache,
+  the coverage map, report details).
+- `apply` (a mutation's text, served to imports) and `harness` (the digest of the harness's code) stand flat.
+
+Imports point down: phases -> execution -> child -> config and sandbox, and anything may use `apply` and
+`harness`; tests/test_layout.py enforces it. The run may import `runner`, `verify.mutation` and `verify.report`
+(to build verdict records), never `verify.cli` or `verify.sweep`. It never prints: it returns records and
+reports progress through callbacks.
+
+A job's path, process by process:
+
+    fork executor (`--executor fork`, the default; one machine)
+      CLI process: phases.run -> execution.choice -> execution.fork.Executor (the warm parent: the pristine
+        private copy, preload modules and pytest imported once, never the project's own modules)
+        -> os.fork() -> child: child.job.run_child (confine itself with Landlock, copy the pristine tree,
+           install the mutant import hook, run the gates under pytest with child.recorder journalling each
+           gate; everything it starts is reaped when the job ends) -> result.json + journal, then os._exit
+      <- parent reads the journal and result.json into a JobResult (execution.fork._collect), kills the
+         child's process group past its budget
+
+    Ray executor (`--executor ray`)
+      CLI process (the driver): phases.run -> execution.choice -> execution.cluster.executor.RayExecutor
+        (preflight on every node, the pristine tree put in the object store once)
+        -> Ray task execution.cluster.task.run_job, in a Ray worker process on some node (unpacks the tree)
+        -> execution.cluster.server, a fresh single-threaded process the worker keeps (`python -m ...`):
+           a warm execution.fork.Executor over the node's tree
+           -> os.fork() -> child: child.job.run_child, exactly as above
+        <- the JobResult travels back as data: server (pipe) -> task (Ray return value) -> driver
 """

@@ -12,15 +12,14 @@ import difflib
 import importlib.abc
 import importlib.machinery
 import importlib.util
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 from verify.mutation import Mutation
-from verify.report.files import Detail
 
-__all__ = ["Applied", "MutantFinder", "Stale", "apply_mutation", "count_matches", "details_for", "unified_diff"]
+__all__ = ["Applied", "MutantFinder", "Stale", "apply_mutation", "count_matches", "unified_diff"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,23 +126,3 @@ class MutantFinder(importlib.abc.MetaPathFinder):
         return importlib.util.spec_from_file_location(
             fullname, origin, loader=loader, submodule_search_locations=spec.submodule_search_locations
         )
-
-
-def details_for(mutations: Mapping[str, Mutation], root: Path) -> dict[str, Detail]:
-    """Per mutation, what a report shows beyond its verdict: bug class, file, diff and the anchor's span."""
-    details = {}
-    for name, mutation in mutations.items():
-        applied = apply_mutation(mutation, root)
-        if not isinstance(applied, Applied):
-            details[name] = Detail(mutation.bug_class, mutation.file, replacement=mutation.replacement)
-            continue
-        start = applied.original.index(mutation.anchor)
-        end = start + len(mutation.anchor)
-        first_column = start - applied.original.rfind("\n", 0, start)
-        last_column = end - applied.original.rfind("\n", 0, end)
-        last_line = applied.original.count("\n", 0, end) + 1
-        details[name] = Detail(
-            mutation.bug_class, mutation.file, applied.diff, mutation.replacement,
-            applied.first_line, first_column, last_line, last_column,
-        )  # fmt: skip
-    return details

@@ -1,1 +1,4 @@
-"""child: see verify/run/__init__.py for what each sub-package owns."""
+"""What runs after fork, inside one child: its life from confinement to `os._exit` (job), the pytest plugin
+that journals each gate's outcome (recorder) and the child's half of the coverage map (coverage). May import
+`config`, `sandbox` and `apply`; never an executor or a phase.
+"""

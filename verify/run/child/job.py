@@ -26,10 +26,11 @@ from typing import Any
 import pytest
 
 from verify.run.apply import MutantFinder
-from verify.run.child import coverage_map
+from verify.run.child import coverage
 from verify.run.child.recorder import Recorder
 from verify.run.config.settings import ProjectConfig
-from verify.run.sandbox.confine import ConfineError, confine, writable_paths
+from verify.run.config.writable import writable_paths
+from verify.run.sandbox.confine import ConfineError, confine
 from verify.seeds import GATE_SEED_ENV
 
 __all__ = ["UNCONFINED_EXIT", "JobPaths", "prime", "run_child"]
@@ -159,7 +160,7 @@ def run_child(
     sys.meta_path.insert(0, finder)
     # The harness owns its children's stream: a DFLASH_GATE_SEED the user exported never reaches a gate.
     os.environ[GATE_SEED_ENV] = str(job.gate_seed)
-    cov = coverage_map.start(private, config.source_roots) if job.measure_coverage else None
+    cov = coverage.start(private, config.source_roots) if job.measure_coverage else None
     recorder = Recorder(paths.journal, config.invariant_errors, cov, job.force_fail, job.stop_after, claims)
     # Excluded files are absent from the copy (`verify.run.config.project`), so only `pytest_args` is added here.
     args = [*(job.gate_ids or config.gates), *config.marker_args, "-p", "no:cacheprovider", "-q", *config.pytest_args]
@@ -172,7 +173,7 @@ def run_child(
         "order": recorder.order,
     }
     if cov is not None:
-        payload["coverage"] = {"lines": coverage_map.collect(cov, private), "fixtures": recorder.fixtures}
+        payload["coverage"] = {"lines": coverage.collect(cov, private), "fixtures": recorder.fixtures}
     tmp = paths.result.with_suffix(".tmp")
     tmp.write_text(json.dumps(payload))
     os.replace(tmp, paths.result)

@@ -1,1 +1,4 @@
-"""config: see verify/run/__init__.py for what each sub-package owns."""
+"""What a run is asked to do: `[tool.dflash]` read and validated (settings, the `writable` key), the catalog it
+names, where the project's modules live (layout), the files a run copies (project), which mutations a run owns
+(selection) and `dflash init`'s scaffold. The bottom of the run: imports nothing else of `verify.run`.
+"""

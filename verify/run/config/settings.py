@@ -18,7 +18,7 @@ from typing import Any
 from verify.compat import tomllib
 from verify.run.config.factory import factory_problem
 from verify.run.config.resources import ConfigError, JobResources
-from verify.run.sandbox.confine import WRITABLE_DOC, check_writable
+from verify.run.config.writable import WRITABLE_DOC, check_writable
 
 __all__ = ["DEVICES", "EXECUTORS", "ConfigError", "JobResources", "ProjectConfig", "load_config", "with_overrides"]
 
@@ -121,7 +121,7 @@ class ProjectConfig:
         JobResources, "What each job reserves on a Ray cluster, e.g. {num_cpus = 1, num_gpus = 1}; only "
         "`--executor ray` reads it.",
     )  # fmt: skip
-    writable: tuple[str, ...] = _key((), WRITABLE_DOC)  # see verify.run.sandbox.confine
+    writable: tuple[str, ...] = _key((), WRITABLE_DOC)  # see verify.run.config.writable
     observe: str = _key(
         "", "Your engine's observer factory, 'module:function', for `dflash verify explain`. Its module must lie "
         "in a source root (or be installed), and define the function; otherwise exit 2.",

@@ -1,1 +1,4 @@
-"""execution: see verify/run/__init__.py for what each sub-package owns."""
+"""How jobs reach children: the job and result records with the executor interface (jobs), the warm-parent fork
+executor (fork), which GPUs a child gets (devices), SIGINT/SIGTERM as interrupts, the Ray executor (cluster/)
+and the one place that picks an executor (choice). May import `child`, `config` and `sandbox`; never a phase.
+"""

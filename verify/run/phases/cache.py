@@ -20,27 +20,12 @@ from verify.mutation import Mutation
 from verify.report.verdict import MutationResult, result_from_dict
 from verify.run.config.project import project_files
 from verify.run.config.settings import ProjectConfig
+from verify.run.harness import harness_digest_bytes
 
-__all__ = ["CACHE_DIR", "ChangedSinceError", "ResultCache", "changed_files", "harness_digest", "tree_digest"]
+__all__ = ["CACHE_DIR", "ChangedSinceError", "ResultCache", "changed_files", "tree_digest"]
 
 CACHE_DIR = ".dflash-cache"
 _FORMAT = "dflash-cache/2"  # bump when an entry's meaning changes, to orphan old entries
-# The harness's own code: a change to how verdicts are reached re-runs everything, the self-check included.
-_VERIFY = Path(__file__).parents[1]
-_HARNESS = (_VERIFY / "run", _VERIFY / "report" / "verdict.py", _VERIFY / "mutation.py")
-
-
-def _harness_digest() -> bytes:
-    digest = hashlib.sha256()
-    for path in _HARNESS:
-        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
-            digest.update(file.name.encode() + b"\0" + file.read_bytes())
-    return digest.digest()
-
-
-def harness_digest() -> str:
-    """The digest of the harness's own code (a Ray node running other code would reach other verdicts)."""
-    return _harness_digest().hex()
 
 
 class ChangedSinceError(Exception):
@@ -49,7 +34,7 @@ class ChangedSinceError(Exception):
 
 def tree_digest(config: ProjectConfig) -> str:
     """sha256 over the path and bytes of every file the gates run against, plus the run settings."""
-    digest = hashlib.sha256(_FORMAT.encode() + _harness_digest())
+    digest = hashlib.sha256(_FORMAT.encode() + harness_digest_bytes())
     settings = (config.gates, config.gate_marker, config.source_roots, config.invariant_errors, config.timeout_factor,
                 config.timeout_min_s, config.exclude, config.pytest_args, config.statistical_gates)  # fmt: skip
     digest.update(repr(settings).encode())

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from verify.mutation import Mutation
 from verify.report.verdict import Baseline, MutationResult, Outcome, RunReport, Status
 from verify.run.apply import Applied, Stale, apply_mutation
-from verify.run.child.coverage_map import CoverageMap, anchor_lines
 from verify.run.config.selection import RunOptions, SelectionError, Shard, select
 from verify.run.config.settings import ProjectConfig
 from verify.run.execution.choice import open_executor
@@ -28,6 +27,7 @@ from verify.run.execution.jobs import ExecutorLost, Job, JobExecutor, JobResult
 from verify.run.phases import cache as cache_mod
 from verify.run.phases.chance import AWAITING, awaits_confirmation, confirm_chance_kills
 from verify.run.phases.checks import BaselineError, HarnessError, Progress, Silent, budget, find_flaky, run_pristine
+from verify.run.phases.coverage_map import CoverageMap, anchor_lines
 from verify.run.phases.judge import needs_second_attempt, resolve, verdict, voided
 from verify.run.phases.layout_probe import check_sources_imported
 from verify.run.phases.order import expected_s, kill_order, pinned, pins_first

@@ -22,13 +22,11 @@ import ctypes
 import glob
 import os
 import platform
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["WRITABLE_DOC", "ConfineError", "Confinement", "check_writable", "confine", "device_files", "probe",
-           "switched_off", "writable_paths"]  # fmt: skip
+__all__ = ["ConfineError", "Confinement", "confine", "device_files", "probe", "switched_off"]
 
 SWITCH = "DFLASH_CONFINE"  # "off": no confinement (the detection path's tests); anything else: on where possible
 
@@ -44,41 +42,6 @@ _REFER, _TRUNCATE = 1 << 13, 1 << 14
 _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1
 _ERRORS = {38: "the kernel has no Landlock system calls (ENOSYS)", 95: "Landlock is disabled at boot (EOPNOTSUPP)"}
 SCOPED_ABI = 6  # the first ABI that keeps a child's signals and abstract unix sockets among its own processes
-
-
-WRITABLE_DOC = (
-    "Folders or files outside the project that gates may write (absolute or ~/...), beside each child's own "
-    "copy and temp dir: confinement makes every other path read-only to a child."
-)
-
-
-def writable_paths(items: Iterable[str]) -> tuple[Path, ...]:
-    """`[tool.dflash] writable`, with ~ expanded and links resolved (Landlock applies to the real folder)."""
-    return tuple(Path(item).expanduser().resolve() if Path(item).expanduser().is_absolute() else Path(item)
-                 for item in items)  # fmt: skip
-
-
-def check_writable(root: Path, items: object, error: type[Exception]) -> None:
-    """A writable path is the user's own choice outside the project: the project never is one. Raises `error`
-    (the settings' ConfigError, handed in since the settings import this module)."""
-    if not isinstance(items, tuple) or not all(isinstance(item, str) and item for item in items):
-        raise error("[tool.dflash] writable must be a list of non-empty strings")
-    root = Path(root).resolve()
-    for item, path in zip(items, writable_paths(items), strict=True):
-        if not path.is_absolute():
-            raise error(f"[tool.dflash] writable: {item!r} must be absolute or start with ~/")
-        if path.is_relative_to(root) or root.is_relative_to(path):
-            raise error(
-                f"[tool.dflash] writable: {item!r} holds or lies inside the project ({root}): the project is never "
-                "writable to a child; name a folder outside it"
-            )
-        temp = Path(tempfile.gettempdir()).resolve()
-        if temp.is_relative_to(path):
-            raise error(
-                f"[tool.dflash] writable: {item!r} holds the temp folder ({temp}) where dflash keeps the pristine "
-                "copy and every child's folder: a mutant could rewrite them; name the subfolder your gates need "
-                "(e.g. /tmp/torchinductor_USER), or run with TMPDIR set outside it"
-            )
 
 
 class ConfineError(Exception):

@@ -1,7 +1,7 @@
-"""Which gates reach which source lines, measured by coverage.py during the baseline.
+"""Which gates reach which source lines, from what the baseline child measured (`verify.run.child.coverage`).
 
-The baseline child starts coverage.py with dynamic contexts: the recorder switches the context to
-the gate's node id for each test and to `fixture:<name>` while a fixture is set up. A line seen only
+The baseline child ran coverage.py with dynamic contexts: a gate's node id for each test and
+`fixture:<name>` while a fixture was set up. A line seen only
 at import time (the empty context) is credited to every gate, since every gate imports it. A
 mutation then runs only the gates that reach the statements its anchor touches. This module knows
 nothing of forking or pytest.
@@ -11,48 +11,15 @@ from __future__ import annotations
 
 import ast
 import functools
-import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-import coverage
-import coverage.exceptions
 
 from verify.run.apply import Applied
 
-__all__ = ["CoverageMap", "anchor_lines", "collect", "start"]
+__all__ = ["CoverageMap", "anchor_lines"]
 
 _FIXTURE = "fixture:"
-
-
-def start(root: Path, source_roots: Iterable[str]) -> coverage.Coverage:
-    """A started coverage.py over the private copy's source roots; nothing is written to disk."""
-    include = [
-        str(Path(root) / rel / "*") if (Path(root) / rel).is_dir() else str(Path(root) / rel) for rel in source_roots
-    ]
-    cov = coverage.Coverage(data_file=None, include=include, branch=False, config_file=False)
-    cov.start()
-    return cov
-
-
-def collect(cov: coverage.Coverage, root: Path) -> dict[str, dict[str, list[str]]]:
-    """Stop coverage and return {file relative to root: {line: [contexts]}} as plain JSON data."""
-    cov.stop()
-    # A child whose pytest ran nothing (it refused its options) measured nothing: coverage warns, and the
-    # caller's warning filters (an outer pytest's "error") must not turn that into the child's death.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", coverage.exceptions.CoverageWarning)
-        data = cov.get_data()
-    root = Path(root).resolve()
-    lines: dict[str, dict[str, list[str]]] = {}
-    for measured in data.measured_files():
-        path = Path(measured).resolve()
-        if path.is_relative_to(root):
-            by_line = data.contexts_by_lineno(measured)
-            lines[path.relative_to(root).as_posix()] = {str(n): sorted(c) for n, c in by_line.items()}
-    return lines
 
 
 @dataclass(frozen=True, slots=True)
