@@ -1,108 +1,38 @@
-"""The verify run: baseline, harness self-check, every selected mutation, the confirmation of statistical kills
-(`verify.run.phases.chance`), then the flake check, in that order (first-kill mode: then the mutants a flaky gate
-stopped, on past it).
+"""The verify run, wired: the baseline and harness self-check, the plan (which gates reach each mutation, in what
+order, with what budget; cache hits and stale anchors settled at once), then the verdict sequence
+(`verify.run.phases.verdicts`: judge, confirmation, chance, flake check, past flaky gates, voiding).
 
-Each mutation runs in a fresh child against the gates that reach its lines (`verify.run.phases.judge` says when a second
-child is needed and what two attempts mean). Every final verdict goes into the cache and the partial report as it
-arrives: a run interrupted, or ended by its executor's death (exit code 4), loses nothing it finished, and the next
-run resumes. At the end the user's tree must be byte-identical to what it was at the start (`verify.run.sandbox.guard`).
-This module wires the pieces and returns a `RunReport`; it never prints.
+Every final verdict goes into the cache and the partial report as it arrives: a run interrupted, or ended by its
+executor's death (exit code 4), loses nothing it finished, and the next run resumes. At the end the user's tree
+must be byte-identical to what it was at the start (`verify.run.sandbox.guard`). Returns a `RunReport`; never
+prints.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 from verify.mutation import Mutation
-from verify.report.verdict import Baseline, MutationResult, Outcome, RunReport, Status
-from verify.run.apply import Applied, Stale, apply_mutation
+from verify.report.verdict import MutationResult, RunReport, Status
+from verify.run.apply import Stale, apply_mutation
 from verify.run.config.selection import RunOptions, SelectionError, Shard, select
 from verify.run.config.settings import ProjectConfig
 from verify.run.execution.choice import open_executor
 from verify.run.execution.interrupts import interrupt_signal, signals_as_interrupts
-from verify.run.execution.jobs import ExecutorLost, Job, JobExecutor, JobResult
+from verify.run.execution.jobs import ExecutorLost
 from verify.run.phases import cache as cache_mod
-from verify.run.phases.chance import AWAITING, awaits_confirmation, confirm_chance_kills
-from verify.run.phases.checks import BaselineError, HarnessError, Progress, Silent, budget, find_flaky, run_pristine
+from verify.run.phases.checks import BaselineError, HarnessError, Progress, Silent, budget, run_pristine
 from verify.run.phases.coverage_map import CoverageMap, anchor_lines
-from verify.run.phases.judge import needs_second_attempt, resolve, verdict, voided
 from verify.run.phases.layout_probe import check_sources_imported
-from verify.run.phases.order import expected_s, kill_order, pinned, pins_first
+from verify.run.phases.order import expected_s, kill_order, pins_first
+from verify.run.phases.state import Planned, RunState
+from verify.run.phases.verdicts import settle, void
 from verify.run.sandbox.guard import TreeGuard
 
 __all__ = ["BaselineError", "HarnessError", "Progress", "RunOptions", "SelectionError", "Shard", "run_verify"]
 
 
-@dataclass
-class _Planned:
-    mutation: Mutation
-    applied: Applied
-    key: str
-    gate_ids: tuple[str, ...]
-    timeout_s: float
-    expected_s: float  # what the child should take, from the baseline: the slowest are started first
-    first: JobResult | None = None
-
-
-@dataclass
-class _Run:
-    """What a run has established so far; `report()` can be called at any moment (partial reports)."""
-
-    config: ProjectConfig
-    chosen: list[Mutation]
-    options: RunOptions
-    cache: cache_mod.ResultCache
-    on_report: Callable[[RunReport], None]
-    results: dict[str, MutationResult] = dataclasses.field(default_factory=dict)
-    baseline: Baseline = Baseline("pending", ())
-    self_check: str = ""
-    flaky: dict[str, str] = dataclasses.field(default_factory=dict)
-    interrupted_by: str = ""
-    lost: str = ""  # why the executor died mid-run (the run ended there), if it did
-    harness_errors: tuple[str, ...] = ()
-    confinement: str = ""  # what keeps children out of the user's files (verify.run.sandbox.confine)
-    nodes: tuple[tuple[str, str], ...] = ()  # (node, its children's confinement) on a cluster
-    plans: dict[str, _Planned] = dataclasses.field(default_factory=dict)  # every mutation a gate reaches
-    num_jobs: int = 1  # children at once, in every phase
-
-    def add(self, result: MutationResult, key: str = "", *, emit: bool = True) -> None:
-        """Record a verdict (cached under `key` when given, once final); `emit` hands the partial report on."""
-        if awaits_confirmation(result, self.config.statistical_gates):
-            result = dataclasses.replace(result, reason=AWAITING)  # not final yet (verify.run.phases.chance)
-        elif key:
-            self.cache.put(key, result)
-        self.results[result.name] = result
-        if emit:
-            self.on_report(self.report())
-
-    def report(self) -> RunReport:
-        names = [m.name for m in self.chosen if m.name in self.results]
-        config = self.config
-        required = config.required if config.required is not None else tuple(names)
-        return RunReport(
-            baseline=self.baseline,
-            mutations=tuple(self.results[n] for n in names),
-            required=tuple(n for n in required if n in self.results),
-            pins=tuple((m.name, m.expect_killed_by) for m in self.chosen if m.expect_killed_by),
-            shard=str(self.options.shard) if self.options.shard else "",
-            interrupted=bool(self.interrupted_by or self.lost),
-            interrupted_by=self.interrupted_by,
-            expected_survivors=tuple((m.name, m.reason) for m in self.chosen if m.expect == "survives"),
-            flaky_gates=tuple(sorted(self.flaky.items())),
-            self_check=self.self_check,
-            harness_errors=(*((self.lost,) if self.lost else ()), *self.harness_errors),
-            first_kill=self.options.first_kill,
-            confinement="; ".join(f"{node}: {what}" for node, what in self.nodes) or self.confinement,
-            node_confinement=self.nodes,
-            jobs=self.num_jobs,
-            counting=config.count,
-        )
-
-
-def _plan(run: _Run, coverage: CoverageMap, tree: str, changed: set[str] | None) -> list[_Planned]:
+def _plan(run: RunState, coverage: CoverageMap, tree: str, changed: set[str] | None) -> list[Planned]:
     planned = []
     baseline, options = run.baseline, run.options
     for mutation in run.chosen:
@@ -130,7 +60,7 @@ def _plan(run: _Run, coverage: CoverageMap, tree: str, changed: set[str] | None)
             pins = mutation.expect_killed_by
             gate_ids = kill_order(gate_ids, pins, baseline) if options.first_kill else pins_first(gate_ids, pins)
             expected = expected_s(gate_ids, mutation.expect_killed_by, baseline, options.first_kill)
-            run.plans[mutation.name] = plan = _Planned(mutation, applied, key, gate_ids, timeout, expected)
+            run.plans[mutation.name] = plan = Planned(mutation, applied, key, gate_ids, timeout, expected)
             if (hit := run.cache.get(key) or run.cache.get(full_key)) is not None:
                 run.add(hit, emit=False)
             else:
@@ -138,127 +68,6 @@ def _plan(run: _Run, coverage: CoverageMap, tree: str, changed: set[str] | None)
     run.on_report(run.report())  # nothing ran for those: one partial report for all of them
     # The slowest first: a long mutant started last would leave every other worker idle at the end.
     return sorted(planned, key=lambda p: -p.expected_s)
-
-
-def _job(run: _Run, item: _Planned, gate_ids: tuple[str, ...], timeout_s: float) -> Job:
-    """A child running `gate_ids` against the mutant; in first-kill mode it stops at the first kill once the
-    pinned gates among them ran."""
-    stop_after = pinned(gate_ids, item.mutation.expect_killed_by) if run.options.first_kill else None
-    mutated = ((item.applied.file, item.applied.mutated),)
-    return Job(item.mutation.name, gate_ids, timeout_s, mutated, stop_after=stop_after)
-
-
-def _confirm_budget(timeout_s: float, first: JobResult) -> float:
-    """A crash is confirmed with the same budget, a hang with twice it."""
-    return timeout_s * (2 if any(o.outcome is Outcome.TIMEOUT for o in first.outcomes) else 1)
-
-
-def _judge(run: _Run, item: _Planned, second: JobResult | None) -> MutationResult:
-    assert item.first is not None
-    outcomes = resolve(item.first.outcomes, second.outcomes if second else None)
-    loaded = set(item.first.loaded) | set(second.loaded if second else ())
-    duration = item.first.duration_s + (second.duration_s if second else 0.0)
-    never = item.applied.file if item.applied.file not in loaded else ""
-    flaky = frozenset(run.flaky)
-    # First-kill mode: the gates that ran are those with an outcome (the rest were skipped after the kill).
-    ran = tuple(o.gate_id for o in outcomes) if run.options.first_kill else item.gate_ids
-    return verdict(item.mutation.name, outcomes, ran, duration, 2 if second else 1, flaky, never)
-
-
-def _mutations(run: _Run, ex: JobExecutor, planned: list[_Planned], progress: Progress) -> None:
-    by_key = {p.mutation.name: p for p in planned}
-    num_jobs = run.num_jobs
-    again: list[_Planned] = []
-
-    def first_done(result: JobResult) -> None:
-        item = by_key[result.key]
-        item.first = result
-        progress.advance(result.key)
-        if needs_second_attempt(result.outcomes):
-            again.append(item)
-        else:
-            run.add(_judge(run, item, None), item.key)
-
-    progress.phase("mutations", len(planned))
-    ex.run([_job(run, p, p.gate_ids, p.timeout_s) for p in planned], num_jobs, first_done)
-    if not again:
-        return
-
-    def second_done(result: JobResult) -> None:
-        item = by_key[result.key]
-        progress.advance(f"{result.key} (confirmed)")
-        run.add(_judge(run, item, result), item.key)
-
-    progress.phase("confirming", len(again))
-    jobs = []
-    for item in again:
-        assert item.first is not None
-        jobs.append(_job(run, item, item.gate_ids, _confirm_budget(item.timeout_s, item.first)))
-    ex.run(jobs, num_jobs, second_done)
-
-
-def _flake_check(run: _Run, ex: JobExecutor, tree: str, progress: Progress) -> None:
-    """Re-runs on the pristine tree every gate that turned any result red, fresh or from the cache, unless an
-    earlier run's flake check already re-ran it on this tree (its finding is kept in the cache: a kill cached
-    before its gate was found flaky must not come back as a kill on the next run). Rejudges every result a
-    flaky gate turned red."""
-    known = run.cache.get_gate_checks(tree)
-    red = {o.gate_id for result in run.results.values() for o in result.outcomes if o.outcome.is_red}
-    unchecked = red - set(known)
-    found = find_flaky(ex, run.baseline, unchecked, run.num_jobs, progress)
-    checked = {gate_id: found.get(gate_id, "") for gate_id in unchecked}
-    run.cache.put_gate_checks(tree, checked)  # only once every re-run finished: an interrupt leaves it unchecked
-    run.flaky = {gate_id: why for gate_id, why in {**known, **checked}.items() if why and gate_id in red}
-    if not run.flaky:
-        return
-    flaky = frozenset(run.flaky)
-    for name, result in list(run.results.items()):
-        if any(o.gate_id in flaky for o in result.outcomes):
-            rejudged = verdict(result.name, result.outcomes, result.ran, result.duration_s, result.attempts, flaky)
-            # Never cached: a flaky gate makes this tree's verdicts provisional.
-            run.results[name] = dataclasses.replace(rejudged, cached=result.cached)
-    run.on_report(run.report())
-
-
-def _past_flaky(run: _Run, ex: JobExecutor, progress: Progress) -> None:
-    """First-kill mode: a mutant that stopped at a gate later found flaky was judged on the gates before it
-    alone, so its "survived" would be the flaky gate's doing. It runs again on the gates it never reached (the
-    flaky ones left out), a crash or hang confirmed as in the mutation phase."""
-    if not run.options.first_kill or not run.flaky:
-        return
-    flaky = frozenset(run.flaky)
-    redo: dict[str, tuple[_Planned, tuple[str, ...]]] = {}
-    for name, result in run.results.items():
-        plan = run.plans.get(name)
-        if plan is None or result.status is not Status.SURVIVED:
-            continue
-        if not any(o.gate_id in flaky and o.outcome.is_red for o in result.outcomes):
-            continue
-        done = {o.gate_id for o in result.outcomes}
-        rest = tuple(g for g in plan.gate_ids if g not in flaky and g not in done)
-        if rest:
-            redo[name] = (plan, rest)
-    if not redo:
-        return
-
-    num_jobs = run.num_jobs
-    timeouts = {name: budget(run.config, run.baseline, rest) for name, (_, rest) in redo.items()}
-    progress.phase("past flaky gates", len(redo))
-    jobs = [_job(run, plan, rest, timeouts[name]) for name, (plan, rest) in redo.items()]
-    first = {r.key: r for r in ex.run(jobs, num_jobs, lambda r: progress.advance(r.key))}
-    # A crash or hang is confirmed by a second child before it counts, as in the mutation phase.
-    again = [_job(run, redo[name][0], redo[name][1], _confirm_budget(timeouts[name], result))
-             for name, result in first.items() if needs_second_attempt(result.outcomes)]  # fmt: skip
-    second = {r.key: r for r in ex.run(again, num_jobs)} if again else {}
-    for name, job in first.items():
-        old = run.results[name]
-        later = resolve(job.outcomes, second[name].outcomes if name in second else None)
-        outcomes = old.outcomes + later
-        duration = old.duration_s + job.duration_s + (second[name].duration_s if name in second else 0.0)
-        attempts = old.attempts + 1 + (name in second)
-        rejudged = verdict(name, outcomes, tuple(o.gate_id for o in outcomes), duration, attempts, flaky)
-        run.results[name] = rejudged  # never cached: a flaky gate makes this tree's verdicts provisional
-    run.on_report(run.report())
 
 
 def run_verify(
@@ -275,7 +84,7 @@ def run_verify(
     changed = cache_mod.changed_files(config.root, options.changed_since) if options.changed_since else None
     cache = cache_mod.ResultCache(config.root, options.use_cache)
     tree = cache_mod.tree_digest(config)
-    run = _Run(config, chosen, options, cache, on_report or (lambda report: None))
+    run = RunState(config, chosen, options, cache, on_report or (lambda report: None))
     guard = TreeGuard(config.root, options.outputs, cache_mod.CACHE_DIR)  # the inventory before any child
     run.confinement = guard.confinement.describe()
     with guard, signals_as_interrupts(), open_executor(config, options.ray_address) as executor:
@@ -287,10 +96,7 @@ def run_verify(
         coverage_map = CoverageMap.from_json(coverage, run.baseline.gate_ids)
         planned = _plan(run, coverage_map, tree, changed)
         try:
-            _mutations(run, ex, planned, progress)
-            confirm_chance_kills(run, ex, progress, functools.partial(_job, run))
-            _flake_check(run, ex, tree, progress)
-            _past_flaky(run, ex, progress)
+            settle(run, ex, planned, tree, progress)  # the verdict sequence (verify.run.phases.verdicts)
         except KeyboardInterrupt as error:
             run.interrupted_by = interrupt_signal(error)
         except ExecutorLost as error:
@@ -298,10 +104,7 @@ def run_verify(
     if not run.interrupted_by and not run.lost and cache_mod.tree_digest(config) != tree:
         run.harness_errors = ("the project's files changed during the run; its verdicts may mix two trees",)
     run.harness_errors += guard.errors
-    for name, paths in guard.culprits.items():  # a mutant that changed the user's files gets no verdict
-        if name in run.results and (plan := run.plans.get(name)) is not None:
-            run.results[name] = voided(run.results[name], paths)
-            run.cache.forget(plan.key)
+    void(run, guard.culprits)  # a mutant that changed the user's files gets no verdict
     report = run.report()
     run.on_report(report)
     return report

@@ -1,0 +1,89 @@
+"""What a verify run has established so far: each planned mutation (`Planned`) and the run's state
+(`RunState`: verdicts, baseline, flaky gates, what was lost), from which a partial `RunReport` can be made at any
+moment. Records and one rule: a verdict that awaits confirmation is never cached (`add`). Runs nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from verify.mutation import Mutation
+from verify.report.verdict import Baseline, MutationResult, RunReport
+from verify.run.apply import Applied
+from verify.run.config.selection import RunOptions
+from verify.run.config.settings import ProjectConfig
+from verify.run.execution.jobs import JobResult
+from verify.run.phases import cache as cache_mod
+from verify.run.phases.chance import AWAITING, awaits_confirmation
+
+__all__ = ["Planned", "RunState"]
+
+
+@dataclass
+class Planned:
+    """One mutation a gate reaches: its mutant, cache key, gates in run order, budget and first child."""
+
+    mutation: Mutation
+    applied: Applied
+    key: str
+    gate_ids: tuple[str, ...]
+    timeout_s: float
+    expected_s: float  # what the child should take, from the baseline: the slowest are started first
+    first: JobResult | None = None
+
+
+@dataclass
+class RunState:
+    """What a run has established so far; `report()` can be called at any moment (partial reports)."""
+
+    config: ProjectConfig
+    chosen: list[Mutation]
+    options: RunOptions
+    cache: cache_mod.ResultCache
+    on_report: Callable[[RunReport], None]
+    results: dict[str, MutationResult] = dataclasses.field(default_factory=dict)
+    baseline: Baseline = Baseline("pending", ())
+    self_check: str = ""
+    flaky: dict[str, str] = dataclasses.field(default_factory=dict)
+    interrupted_by: str = ""
+    lost: str = ""  # why the executor died mid-run (the run ended there), if it did
+    harness_errors: tuple[str, ...] = ()
+    confinement: str = ""  # what keeps children out of the user's files (verify.run.sandbox.confine)
+    nodes: tuple[tuple[str, str], ...] = ()  # (node, its children's confinement) on a cluster
+    plans: dict[str, Planned] = dataclasses.field(default_factory=dict)  # every mutation a gate reaches
+    num_jobs: int = 1  # children at once, in every phase
+
+    def add(self, result: MutationResult, key: str = "", *, emit: bool = True) -> None:
+        """Record a verdict (cached under `key` when given, once final); `emit` hands the partial report on."""
+        if awaits_confirmation(result, self.config.statistical_gates):
+            result = dataclasses.replace(result, reason=AWAITING)  # not final yet (verify.run.phases.chance)
+        elif key:
+            self.cache.put(key, result)
+        self.results[result.name] = result
+        if emit:
+            self.on_report(self.report())
+
+    def report(self) -> RunReport:
+        names = [m.name for m in self.chosen if m.name in self.results]
+        config = self.config
+        required = config.required if config.required is not None else tuple(names)
+        return RunReport(
+            baseline=self.baseline,
+            mutations=tuple(self.results[n] for n in names),
+            required=tuple(n for n in required if n in self.results),
+            pins=tuple((m.name, m.expect_killed_by) for m in self.chosen if m.expect_killed_by),
+            shard=str(self.options.shard) if self.options.shard else "",
+            interrupted=bool(self.interrupted_by or self.lost),
+            interrupted_by=self.interrupted_by,
+            expected_survivors=tuple((m.name, m.reason) for m in self.chosen if m.expect == "survives"),
+            flaky_gates=tuple(sorted(self.flaky.items())),
+            self_check=self.self_check,
+            harness_errors=(*((self.lost,) if self.lost else ()), *self.harness_errors),
+            first_kill=self.options.first_kill,
+            confinement="; ".join(f"{node}: {what}" for node, what in self.nodes) or self.confinement,
+            node_confinement=self.nodes,
+            jobs=self.num_jobs,
+            counting=config.count,
+        )

@@ -1,0 +1,172 @@
+"""A mutation's verdict, from its first child to the report: the one place that shows the sequence.
+
+The rules, in the order they apply (`settle` runs steps 1 to 5 in this order; `void` is step 6):
+
+1. judge: the first child's outcomes make the verdict when they are conclusive: a gate green, or red by its own
+   check (`judge.verdict`). Evidence is only what a gate's check said.
+2. confirm: a crash, a named invariant, a hang or a gate that did not run is asked again in a fresh child (the
+   same budget; twice it for a hang): what the harness suffers once is not evidence (`judge.resolve`).
+3. chance: a kill made by statistical gates alone is provisional until its killers fail again on an independent
+   gate seed (`chance`): a gate that fails by chance must not kill.
+4. flaky: every gate that turned a verdict red is re-run on the pristine tree; one red there is flaky and is left
+   out of every verdict it touched (rejudged, never cached): a flaky gate's red is no kill.
+5. past flaky: in first-kill mode, a survivor whose child stopped at a gate later found flaky was judged on the
+   gates before it alone; it runs the gates it never reached.
+6. void: a mutant that changed the user's files gets no verdict at all (the tree guard names it).
+
+A verdict is cached only once final (`RunState.add`). Knows children only through `JobExecutor`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping, Sequence
+
+from verify.report.verdict import MutationResult, Outcome, Status
+from verify.run.execution.jobs import Job, JobExecutor, JobResult
+from verify.run.phases.chance import confirm_chance_kills
+from verify.run.phases.checks import Progress, budget, find_flaky
+from verify.run.phases.judge import needs_second_attempt, resolve, verdict, voided
+from verify.run.phases.order import pinned
+from verify.run.phases.state import Planned, RunState
+
+__all__ = ["settle", "void"]
+
+
+def settle(run: RunState, ex: JobExecutor, planned: list[Planned], tree: str, progress: Progress) -> None:
+    """Steps 1 to 5 for every planned mutation, in order; each final verdict is recorded as it is reached."""
+    _judge_and_confirm(run, ex, planned, progress)  # 1, 2
+    confirm_chance_kills(run, ex, progress, functools.partial(_job, run))  # 3
+    _flake_check(run, ex, tree, progress)  # 4
+    _past_flaky(run, ex, progress)  # 5
+
+
+def void(run: RunState, culprits: Mapping[str, Sequence[str]]) -> None:
+    """Step 6: a mutant that changed the user's files (`culprits`: name -> paths) gets no verdict, and its cache
+    entry is forgotten."""
+    for name, paths in culprits.items():
+        if name in run.results and (plan := run.plans.get(name)) is not None:
+            run.results[name] = voided(run.results[name], paths)
+            run.cache.forget(plan.key)
+
+
+def _job(run: RunState, item: Planned, gate_ids: tuple[str, ...], timeout_s: float) -> Job:
+    """A child running `gate_ids` against the mutant; in first-kill mode it stops at the first kill once the
+    pinned gates among them ran."""
+    stop_after = pinned(gate_ids, item.mutation.expect_killed_by) if run.options.first_kill else None
+    mutated = ((item.applied.file, item.applied.mutated),)
+    return Job(item.mutation.name, gate_ids, timeout_s, mutated, stop_after=stop_after)
+
+
+def _confirm_budget(timeout_s: float, first: JobResult) -> float:
+    """A crash is confirmed with the same budget, a hang with twice it."""
+    return timeout_s * (2 if any(o.outcome is Outcome.TIMEOUT for o in first.outcomes) else 1)
+
+
+def _judge(run: RunState, item: Planned, second: JobResult | None) -> MutationResult:
+    assert item.first is not None
+    outcomes = resolve(item.first.outcomes, second.outcomes if second else None)
+    loaded = set(item.first.loaded) | set(second.loaded if second else ())
+    duration = item.first.duration_s + (second.duration_s if second else 0.0)
+    never = item.applied.file if item.applied.file not in loaded else ""
+    flaky = frozenset(run.flaky)
+    # First-kill mode: the gates that ran are those with an outcome (the rest were skipped after the kill).
+    ran = tuple(o.gate_id for o in outcomes) if run.options.first_kill else item.gate_ids
+    return verdict(item.mutation.name, outcomes, ran, duration, 2 if second else 1, flaky, never)
+
+
+def _judge_and_confirm(run: RunState, ex: JobExecutor, planned: list[Planned], progress: Progress) -> None:
+    by_key = {p.mutation.name: p for p in planned}
+    num_jobs = run.num_jobs
+    again: list[Planned] = []
+
+    def first_done(result: JobResult) -> None:
+        item = by_key[result.key]
+        item.first = result
+        progress.advance(result.key)
+        if needs_second_attempt(result.outcomes):
+            again.append(item)
+        else:
+            run.add(_judge(run, item, None), item.key)
+
+    progress.phase("mutations", len(planned))
+    ex.run([_job(run, p, p.gate_ids, p.timeout_s) for p in planned], num_jobs, first_done)
+    if not again:
+        return
+
+    def second_done(result: JobResult) -> None:
+        item = by_key[result.key]
+        progress.advance(f"{result.key} (confirmed)")
+        run.add(_judge(run, item, result), item.key)
+
+    progress.phase("confirming", len(again))
+    jobs = []
+    for item in again:
+        assert item.first is not None
+        jobs.append(_job(run, item, item.gate_ids, _confirm_budget(item.timeout_s, item.first)))
+    ex.run(jobs, num_jobs, second_done)
+
+
+def _flake_check(run: RunState, ex: JobExecutor, tree: str, progress: Progress) -> None:
+    """Re-runs on the pristine tree every gate that turned any result red, fresh or from the cache, unless an
+    earlier run's flake check already re-ran it on this tree (its finding is kept in the cache: a kill cached
+    before its gate was found flaky must not come back as a kill on the next run). Rejudges every result a
+    flaky gate turned red."""
+    known = run.cache.get_gate_checks(tree)
+    red = {o.gate_id for result in run.results.values() for o in result.outcomes if o.outcome.is_red}
+    unchecked = red - set(known)
+    found = find_flaky(ex, run.baseline, unchecked, run.num_jobs, progress)
+    checked = {gate_id: found.get(gate_id, "") for gate_id in unchecked}
+    run.cache.put_gate_checks(tree, checked)  # only once every re-run finished: an interrupt leaves it unchecked
+    run.flaky = {gate_id: why for gate_id, why in {**known, **checked}.items() if why and gate_id in red}
+    if not run.flaky:
+        return
+    flaky = frozenset(run.flaky)
+    for name, result in list(run.results.items()):
+        if any(o.gate_id in flaky for o in result.outcomes):
+            rejudged = verdict(result.name, result.outcomes, result.ran, result.duration_s, result.attempts, flaky)
+            # Never cached: a flaky gate makes this tree's verdicts provisional.
+            run.results[name] = dataclasses.replace(rejudged, cached=result.cached)
+    run.on_report(run.report())
+
+
+def _past_flaky(run: RunState, ex: JobExecutor, progress: Progress) -> None:
+    """First-kill mode: a mutant that stopped at a gate later found flaky was judged on the gates before it
+    alone, so its "survived" would be the flaky gate's doing. It runs again on the gates it never reached (the
+    flaky ones left out), a crash or hang confirmed as in the mutation phase."""
+    if not run.options.first_kill or not run.flaky:
+        return
+    flaky = frozenset(run.flaky)
+    redo: dict[str, tuple[Planned, tuple[str, ...]]] = {}
+    for name, result in run.results.items():
+        plan = run.plans.get(name)
+        if plan is None or result.status is not Status.SURVIVED:
+            continue
+        if not any(o.gate_id in flaky and o.outcome.is_red for o in result.outcomes):
+            continue
+        done = {o.gate_id for o in result.outcomes}
+        rest = tuple(g for g in plan.gate_ids if g not in flaky and g not in done)
+        if rest:
+            redo[name] = (plan, rest)
+    if not redo:
+        return
+
+    num_jobs = run.num_jobs
+    timeouts = {name: budget(run.config, run.baseline, rest) for name, (_, rest) in redo.items()}
+    progress.phase("past flaky gates", len(redo))
+    jobs = [_job(run, plan, rest, timeouts[name]) for name, (plan, rest) in redo.items()]
+    first = {r.key: r for r in ex.run(jobs, num_jobs, lambda r: progress.advance(r.key))}
+    # A crash or hang is confirmed by a second child before it counts, as in the mutation phase.
+    again = [_job(run, redo[name][0], redo[name][1], _confirm_budget(timeouts[name], result))
+             for name, result in first.items() if needs_second_attempt(result.outcomes)]  # fmt: skip
+    second = {r.key: r for r in ex.run(again, num_jobs)} if again else {}
+    for name, job in first.items():
+        old = run.results[name]
+        later = resolve(job.outcomes, second[name].outcomes if name in second else None)
+        outcomes = old.outcomes + later
+        duration = old.duration_s + job.duration_s + (second[name].duration_s if name in second else 0.0)
+        attempts = old.attempts + 1 + (name in second)
+        rejudged = verdict(name, outcomes, tuple(o.gate_id for o in outcomes), duration, attempts, flaky)
+        run.results[name] = rejudged  # never cached: a flaky gate makes this tree's verdicts provisional
+    run.on_report(run.report())
