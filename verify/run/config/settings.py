@@ -18,15 +18,13 @@ from typing import Any
 from verify.compat import tomllib
 from verify.run.config.factory import factory_problem
 from verify.run.config.resources import ConfigError, JobResources
-from verify.run.config.writable import WRITABLE_DOC, check_writable
+from verify.run.config.values import DEVICES, EXECUTORS, STRING_LISTS, check_values
+from verify.run.config.writable import WRITABLE_DOC
 
 __all__ = ["DEVICES", "EXECUTORS", "ConfigError", "JobResources", "ProjectConfig", "load_config", "with_overrides"]
 
-EXECUTORS = ("fork", "ray")
-DEVICES = ("cpu", "cuda")
 # What a CI gate counts as a catch: `killed` (a gate's own check fired: killed or caught) or `detected` (any
 # red, crashes and timeouts included, for a suite whose tests fail by raising rather than asserting).
-_COUNTS = ("killed", "detected")
 
 
 def _default_preload() -> tuple[str, ...]:
@@ -138,47 +136,7 @@ class ProjectConfig:
     )  # fmt: skip
 
     def __post_init__(self) -> None:
-        for name in _STRING_LISTS:
-            value = getattr(self, name)
-            if not isinstance(value, tuple) or not all(isinstance(item, str) and item for item in value):
-                raise ConfigError(f"[tool.dflash] {name} must be a list of non-empty strings")
-        if self.required is not None and not all(isinstance(item, str) for item in self.required):
-            raise ConfigError("[tool.dflash] required must be a list of mutation names")
-        if not self.gates or not self.source_roots or not self.mutation_modules:
-            raise ConfigError("[tool.dflash] mutation_modules, gates and source_roots must not be empty")
-        for rel in (*self.gates, *self.source_roots, *self.exclude):
-            if Path(rel).is_absolute() or ".." in Path(rel).parts:
-                raise ConfigError(f"[tool.dflash] path {rel!r} must be relative and inside the project")
-        if isinstance(self.jobs, bool) or not isinstance(self.jobs, int) or self.jobs < 0:
-            raise ConfigError(f"[tool.dflash] jobs must be an integer >= 0, got {self.jobs!r}")
-        if not isinstance(self.gate_marker, str) or (self.gate_marker and not self.gate_marker.strip()):
-            raise ConfigError('[tool.dflash] gate_marker must be a pytest marker expression, or "" for every test')
-        if self.count not in _COUNTS:
-            raise ConfigError(f"[tool.dflash] count must be one of {', '.join(_COUNTS)}, got {self.count!r}")
-        if isinstance(self.flake_reruns, bool) or not isinstance(self.flake_reruns, int) or self.flake_reruns < 0:
-            raise ConfigError(f"[tool.dflash] flake_reruns must be an integer >= 0, got {self.flake_reruns!r}")
-        if self.executor not in EXECUTORS:
-            raise ConfigError(f"[tool.dflash] executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
-        if self.device not in DEVICES:
-            raise ConfigError(f"[tool.dflash] device must be one of {', '.join(DEVICES)}, got {self.device!r}")
-        if not isinstance(self.job_resources, JobResources):
-            raise ConfigError("[tool.dflash] job_resources must be a table, e.g. {num_cpus = 1, num_gpus = 1}")
-        if self.executor == "ray" and self.device == "cuda" and self.job_resources.num_gpus == 0:
-            raise ConfigError(
-                "device cuda on the ray executor needs a GPU per job: set [tool.dflash] job_resources = "
-                "{num_cpus = 1, num_gpus = 1} (Ray hides every GPU from a task that reserves none)"
-            )
-        if not isinstance(self.observe, str) or (self.observe and not self.observe.partition(":")[2].isidentifier()):
-            raise ConfigError(f"[tool.dflash] observe must be 'module:function', got {self.observe!r}")
-        for name in ("timeout_factor", "timeout_min_s", "baseline_timeout_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise ConfigError(f"[tool.dflash] {name} must be a positive number, got {value!r}")
-        for name, kind in (("memory_factor", int | float), ("memory_min_mb", int), ("processes_max", int),
-                           ("file_max_mb", int)):  # fmt: skip
-            if isinstance(value := getattr(self, name), bool) or not isinstance(value, kind) or not 0 <= value < 1e18:
-                raise ConfigError(f"[tool.dflash] {name} must be a finite number >= 0, got {value!r}")
-        check_writable(self.root, self.writable, ConfigError)
+        check_values(self)
 
     @property
     def marker_args(self) -> tuple[str, ...]:
@@ -243,10 +201,7 @@ class ProjectConfig:
         return tuple(sorted(names | {"conftest"}))
 
 
-_STRING_LISTS = tuple(
-    "mutation_modules gates source_roots preload invariant_errors exclude pytest_args statistical_gates".split()
-)
-_LIST_KEYS = (*_STRING_LISTS, "required", "writable")
+_LIST_KEYS = (*STRING_LISTS, "required", "writable")
 _SCALAR_KEYS: tuple[str, ...] = ("gate_marker", "jobs", "timeout_factor", "timeout_min_s", "baseline_timeout_s")
 _SCALAR_KEYS += ("memory_factor", "memory_min_mb", "processes_max", "file_max_mb")
 _SCALAR_KEYS += ("flake_reruns", "executor", "device", "observe", "count")

@@ -1,0 +1,67 @@
+"""The checks a `[tool.dflash]` table must pass when it is read, each failure a `ConfigError` naming the key and
+what it takes (CLI exit code 2). Values only: whether paths exist and observers import is `settings`' and
+`factory`'s. Knows nothing of pytest, forking or reports.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from verify.run.config.resources import ConfigError, JobResources
+from verify.run.config.writable import check_writable
+
+__all__ = ["COUNTS", "DEVICES", "EXECUTORS", "STRING_LISTS", "check_values"]
+
+EXECUTORS = ("fork", "ray")
+DEVICES = ("cpu", "cuda")
+COUNTS = ("killed", "detected")  # what the CI gate counts as a catch (`count`)
+STRING_LISTS = tuple(
+    "mutation_modules gates source_roots preload invariant_errors exclude pytest_args statistical_gates".split()
+)
+
+
+def check_values(config: Any) -> None:
+    """Every key of a `ProjectConfig` has a value of its kind and range; raises ConfigError naming the first that
+    does not."""
+    for name in STRING_LISTS:
+        value = getattr(config, name)
+        if not isinstance(value, tuple) or not all(isinstance(item, str) and item for item in value):
+            raise ConfigError(f"[tool.dflash] {name} must be a list of non-empty strings")
+    if config.required is not None and not all(isinstance(item, str) for item in config.required):
+        raise ConfigError("[tool.dflash] required must be a list of mutation names")
+    if not config.gates or not config.source_roots or not config.mutation_modules:
+        raise ConfigError("[tool.dflash] mutation_modules, gates and source_roots must not be empty")
+    for rel in (*config.gates, *config.source_roots, *config.exclude):
+        if Path(rel).is_absolute() or ".." in Path(rel).parts:
+            raise ConfigError(f"[tool.dflash] path {rel!r} must be relative and inside the project")
+    if isinstance(config.jobs, bool) or not isinstance(config.jobs, int) or config.jobs < 0:
+        raise ConfigError(f"[tool.dflash] jobs must be an integer >= 0, got {config.jobs!r}")
+    if not isinstance(config.gate_marker, str) or (config.gate_marker and not config.gate_marker.strip()):
+        raise ConfigError('[tool.dflash] gate_marker must be a pytest marker expression, or "" for every test')
+    if config.count not in COUNTS:
+        raise ConfigError(f"[tool.dflash] count must be one of {', '.join(COUNTS)}, got {config.count!r}")
+    if isinstance(config.flake_reruns, bool) or not isinstance(config.flake_reruns, int) or config.flake_reruns < 0:
+        raise ConfigError(f"[tool.dflash] flake_reruns must be an integer >= 0, got {config.flake_reruns!r}")
+    if config.executor not in EXECUTORS:
+        raise ConfigError(f"[tool.dflash] executor must be one of {', '.join(EXECUTORS)}, got {config.executor!r}")
+    if config.device not in DEVICES:
+        raise ConfigError(f"[tool.dflash] device must be one of {', '.join(DEVICES)}, got {config.device!r}")
+    if not isinstance(config.job_resources, JobResources):
+        raise ConfigError("[tool.dflash] job_resources must be a table, e.g. {num_cpus = 1, num_gpus = 1}")
+    if config.executor == "ray" and config.device == "cuda" and config.job_resources.num_gpus == 0:
+        raise ConfigError(
+            "device cuda on the ray executor needs a GPU per job: set [tool.dflash] job_resources = "
+            "{num_cpus = 1, num_gpus = 1} (Ray hides every GPU from a task that reserves none)"
+        )
+    if not isinstance(config.observe, str) or (config.observe and not config.observe.partition(":")[2].isidentifier()):
+        raise ConfigError(f"[tool.dflash] observe must be 'module:function', got {config.observe!r}")
+    for name in ("timeout_factor", "timeout_min_s", "baseline_timeout_s"):
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise ConfigError(f"[tool.dflash] {name} must be a positive number, got {value!r}")
+    for name, kind in (("memory_factor", int | float), ("memory_min_mb", int), ("processes_max", int),
+                       ("file_max_mb", int)):  # fmt: skip
+        if isinstance(value := getattr(config, name), bool) or not isinstance(value, kind) or not 0 <= value < 1e18:
+            raise ConfigError(f"[tool.dflash] {name} must be a finite number >= 0, got {value!r}")
+    check_writable(config.root, config.writable, ConfigError)
