@@ -42,6 +42,7 @@ from verify.run.config.settings import ProjectConfig
 from verify.run.execution import ceilings
 from verify.run.execution.devices import DevicePool, check_cuda_untouched, child_environment, visible_devices
 from verify.run.execution.jobs import Job, JobResult
+from verify.run.execution.remains import death, job_result, refusal
 from verify.run.sandbox import hardening, reaper
 from verify.run.sandbox.confine import probe
 from verify.run.sandbox.private_copy import adopt_bytecode, copy_files
@@ -49,8 +50,6 @@ from verify.run.sandbox.private_copy import adopt_bytecode, copy_files
 __all__ = ["Executor", "Job", "JobResult"]
 
 _POLL_S = 0.01
-# pytest's exit codes for a session it could not run at all (an internal error, a usage error): no gate ran.
-_PYTEST_REFUSED = {3: "internal error", 4: "usage error"}
 _LOAD_SAMPLE_S = 0.5
 _WATCH_S = 0.05  # how often each child's processes are counted against its ceiling
 _LEFTOVERS_S = 5.0  # to end what a finished job left behind, however deep
@@ -279,7 +278,6 @@ class Executor:
         self, entry: _Running, exit_code: int | None, elapsed: float, peak: int = 0, confined: bool = True
     ) -> JobResult:
         job, paths = entry.job, entry.paths
-        started, finished, stopped = read_journal(paths.journal)
         data = json.loads(paths.result.read_text()) if exit_code == 0 and paths.result.is_file() else {}
         if not entry.breach[0] and exit_code and not data:  # died: at its memory ceiling?
             entry.breach = ceilings.died_at(peak, entry.ceilings, exit_code)
@@ -294,39 +292,9 @@ class Executor:
             state, why = "timeout", f"still running after {entry.budget_s:.1f}s (budget {job.timeout_s:.1f}s x load)"
             running_outcome = GateOutcome("", Outcome.TIMEOUT, elapsed, "Timeout", why)
         elif data:
-            state, why = "done", ""
-            if data.get("pytest_exit") in _PYTEST_REFUSED:  # pytest itself refused: its own words say why
-                tail = paths.log.read_text(errors="replace").strip().splitlines()[-3:] if paths.log.is_file() else []
-                why = f"pytest {_PYTEST_REFUSED[data['pytest_exit']]} (exit {data['pytest_exit']})" + (
-                    ": " + " | ".join(line.strip()[:200] for line in tail) if tail else ""
-                )
+            state, why = "done", refusal(data, paths.log)
             running_outcome = GateOutcome("", Outcome.NOT_RUN, 0.0, "Interrupted", "the session ended inside it")
         else:
-            kind = signal.Signals(-exit_code).name if exit_code < 0 else f"exit {exit_code}"
-            what = f"killed by {kind}" if exit_code < 0 else f"exited with code {exit_code}"
-            tail = paths.log.read_text(errors="replace").strip().splitlines()[-1:] if paths.log.is_file() else []
-            state, why = "died", what + (f": {tail[0][:160]}" if tail else "")
-            running_outcome = GateOutcome("", Outcome.EXCEPTION, 0.0, kind, why)
-        collect_errors = tuple(tuple(e) for e in data.get("collect_errors", ()))
-        outcomes = list(finished.values())
-        in_progress = [g for g in started if g not in finished]
-        outcomes += [_replace_id(running_outcome, g) for g in in_progress]
-        seen = set(finished) | set(in_progress)
-        for gate_id in job.gate_ids:
-            if gate_id in seen or (stopped and state == "done"):
-                continue  # first-kill mode: gates after the kill were left out on purpose
-            broken = [why for node, why in collect_errors if gate_id.startswith(node.rstrip(":") + "::")]
-            if broken:  # every child starts pristine, so only the mutant can break a gate's import
-                outcomes.append(GateOutcome(gate_id, Outcome.EXCEPTION, 0.0, "CollectError", broken[0]))
-            elif state == "timeout" and not started:
-                outcomes.append(_replace_id(running_outcome, gate_id))  # hung before any gate began
-            else:
-                outcomes.append(GateOutcome(gate_id, Outcome.NOT_RUN, 0.0, "NotRun", why or "never started"))
-        return JobResult(
-            job.key, state, elapsed, tuple(outcomes), why, int(data.get("pytest_exit", -1)),
-            tuple(data.get("loaded", ())), collect_errors, data.get("coverage"), tuple(data.get("order", ())),
-        )  # fmt: skip
-
-
-def _replace_id(outcome: GateOutcome, gate_id: str) -> GateOutcome:
-    return GateOutcome(gate_id, outcome.outcome, outcome.duration_s, outcome.exc_type, outcome.message)
+            kind, why = death(exit_code, paths.log)
+            state, running_outcome = "died", GateOutcome("", Outcome.EXCEPTION, 0.0, kind, why)
+        return job_result(job, data, read_journal(paths.journal), state, why, running_outcome, elapsed)

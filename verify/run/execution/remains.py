@@ -1,0 +1,82 @@
+"""What a job's child left behind, turned into its `JobResult`: one outcome per gate it was given.
+
+The journal says which gates finished (with their outcomes) and which one was running when the child ended;
+the executor says how it ended (`state`, `why` and the outcome the gate in progress gets). A gate that never
+started is "not run", unless the mutant broke its import (every child starts pristine, so only the mutant can)
+or the child hung before any gate began. Shared by every executor that forks children; knows nothing of how.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+from verify.report.verdict import GateOutcome, Outcome
+from verify.run.execution.jobs import Job, JobResult
+
+__all__ = ["death", "job_result", "refusal"]
+
+# pytest's exit codes for a session it could not run at all (an internal error, a usage error): no gate ran.
+_PYTEST_REFUSED = {3: "internal error", 4: "usage error"}
+
+
+def _tail(log: Path, lines: int) -> list[str]:
+    return log.read_text(errors="replace").strip().splitlines()[-lines:] if log.is_file() else []
+
+
+def refusal(data: dict[str, Any], log: Path) -> str:
+    """Why no gate ran when pytest itself refused the session (its own last words), else ""."""
+    code = data.get("pytest_exit")
+    if code not in _PYTEST_REFUSED:
+        return ""
+    tail = _tail(log, 3)
+    return f"pytest {_PYTEST_REFUSED[code]} (exit {code})" + (
+        ": " + " | ".join(line.strip()[:200] for line in tail) if tail else ""
+    )
+
+
+def death(exit_code: int, log: Path) -> tuple[str, str]:
+    """A child that died without a result: the kind (the signal's name, or `exit N`) and why, its log's last
+    line included."""
+    kind = signal.Signals(-exit_code).name if exit_code < 0 else f"exit {exit_code}"
+    what = f"killed by {kind}" if exit_code < 0 else f"exited with code {exit_code}"
+    tail = _tail(log, 1)
+    return kind, what + (f": {tail[0][:160]}" if tail else "")
+
+
+def job_result(
+    job: Job,
+    data: dict[str, Any],
+    journal: tuple[Any, Any, bool],
+    state: str,
+    why: str,
+    running_outcome: GateOutcome,
+    elapsed: float,
+) -> JobResult:
+    """The result of `job` from its child's result file (`data`, {} when none) and journal (started, finished,
+    stopped early on purpose)."""
+    started, finished, stopped = journal
+    collect_errors = tuple(tuple(e) for e in data.get("collect_errors", ()))
+    outcomes = list(finished.values())
+    in_progress = [g for g in started if g not in finished]
+    outcomes += [_replace_id(running_outcome, g) for g in in_progress]
+    seen = set(finished) | set(in_progress)
+    for gate_id in job.gate_ids:
+        if gate_id in seen or (stopped and state == "done"):
+            continue  # first-kill mode: gates after the kill were left out on purpose
+        broken = [why for node, why in collect_errors if gate_id.startswith(node.rstrip(":") + "::")]
+        if broken:  # every child starts pristine, so only the mutant can break a gate's import
+            outcomes.append(GateOutcome(gate_id, Outcome.EXCEPTION, 0.0, "CollectError", broken[0]))
+        elif state == "timeout" and not started:
+            outcomes.append(_replace_id(running_outcome, gate_id))  # hung before any gate began
+        else:
+            outcomes.append(GateOutcome(gate_id, Outcome.NOT_RUN, 0.0, "NotRun", why or "never started"))
+    return JobResult(
+        job.key, state, elapsed, tuple(outcomes), why, int(data.get("pytest_exit", -1)),
+        tuple(data.get("loaded", ())), collect_errors, data.get("coverage"), tuple(data.get("order", ())),
+    )  # fmt: skip
+
+
+def _replace_id(outcome: GateOutcome, gate_id: str) -> GateOutcome:
+    return GateOutcome(gate_id, outcome.outcome, outcome.duration_s, outcome.exc_type, outcome.message)
