@@ -8,6 +8,7 @@ import json
 import pytest
 
 from verify.mutation import Mutation, MutationError, all_mutations, get, mutation, register, reset_registry
+from verify.report.decode import result_from_dict
 from verify.report.verdict import (
     Baseline,
     GateOutcome,
@@ -15,7 +16,6 @@ from verify.report.verdict import (
     Outcome,
     RunReport,
     Status,
-    result_from_dict,
     status_from,
 )
 

@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verify.report.decode import result_from_dict
 from verify.report.summary import judge
-from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, RunReport, Status, result_from_dict
+from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, RunReport, Status
 
 __all__ = [
     "SCHEMA", "Detail", "MergeError", "RunInfo", "Table", "merge", "read_json", "read_report", "to_json", "write_json",

@@ -13,7 +13,6 @@ is a crash; a hang is a timeout; a gate that did not run is the harness's troubl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from verify.compat import StrEnum
 
@@ -24,9 +23,7 @@ __all__ = [
     "Outcome",
     "RunReport",
     "Status",
-    "baseline_from_dict",
     "matches_gate",
-    "result_from_dict",
     "status_from",
 ]
 
@@ -277,28 +274,3 @@ class RunReport:
         if self.interrupted:
             reasons.append("interrupted before every mutation ran")
         return tuple(reasons)
-
-
-def _outcome(data: dict[str, Any]) -> GateOutcome:
-    fields = (data["gate_id"], Outcome(data["outcome"]), float(data["duration_s"]))
-    return GateOutcome(*fields, data.get("exc_type", ""), data.get("message", ""))
-
-
-def result_from_dict(data: dict[str, Any]) -> MutationResult:
-    """The inverse of `dataclasses.asdict` for a MutationResult (cache entries, shard reports)."""
-    return MutationResult(
-        name=data["name"],
-        status=Status(data["status"]),
-        killed_by=tuple(data.get("killed_by", ())),
-        ran=tuple(data.get("ran", ())),
-        duration_s=float(data.get("duration_s", 0.0)),
-        reason=data.get("reason", ""),
-        outcomes=tuple(_outcome(o) for o in data.get("outcomes", ())),
-        cached=bool(data.get("cached", False)),
-        attempts=int(data.get("attempts", 1)),
-        crash_kind=str(data.get("crash_kind", "")),
-    )
-
-
-def baseline_from_dict(data: dict[str, Any]) -> Baseline:
-    return Baseline(data["status"], tuple(_outcome(g) for g in data["gates"]))

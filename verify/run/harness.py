@@ -13,7 +13,12 @@ from pathlib import Path
 __all__ = ["harness_digest", "harness_digest_bytes"]
 
 _VERIFY = Path(__file__).parents[1]
-_HARNESS = (_VERIFY / "run", _VERIFY / "report" / "verdict.py", _VERIFY / "mutation.py")
+_HARNESS = (
+    _VERIFY / "run",
+    _VERIFY / "report" / "verdict.py",
+    _VERIFY / "report" / "decode.py",
+    _VERIFY / "mutation.py",
+)
 
 
 def harness_digest_bytes() -> bytes:

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from verify.mutation import Mutation
-from verify.report.verdict import MutationResult, result_from_dict
+from verify.report.decode import result_from_dict
+from verify.report.verdict import MutationResult
 from verify.run.config.project import project_files
 from verify.run.config.settings import ProjectConfig
 from verify.run.harness import harness_digest_bytes

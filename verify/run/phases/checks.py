@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Protocol
 
-from verify.report.verdict import Baseline, GateOutcome, Outcome, baseline_from_dict
+from verify.report.decode import baseline_from_dict
+from verify.report.verdict import Baseline, GateOutcome, Outcome
 from verify.run.config.project import project_files
 from verify.run.config.settings import ProjectConfig
 from verify.run.execution.jobs import Job, JobExecutor, JobResult

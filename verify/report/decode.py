@@ -1,0 +1,36 @@
+"""Verdict records read back from JSON data (cache entries, shard and last-run reports): the inverse of
+`dataclasses.asdict` for the records in `verify.report.verdict`. A leaf beside the verdict model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, Status
+
+__all__ = ["baseline_from_dict", "result_from_dict"]
+
+
+def _outcome(data: dict[str, Any]) -> GateOutcome:
+    fields = (data["gate_id"], Outcome(data["outcome"]), float(data["duration_s"]))
+    return GateOutcome(*fields, data.get("exc_type", ""), data.get("message", ""))
+
+
+def result_from_dict(data: dict[str, Any]) -> MutationResult:
+    """The inverse of `dataclasses.asdict` for a MutationResult (cache entries, shard reports)."""
+    return MutationResult(
+        name=data["name"],
+        status=Status(data["status"]),
+        killed_by=tuple(data.get("killed_by", ())),
+        ran=tuple(data.get("ran", ())),
+        duration_s=float(data.get("duration_s", 0.0)),
+        reason=data.get("reason", ""),
+        outcomes=tuple(_outcome(o) for o in data.get("outcomes", ())),
+        cached=bool(data.get("cached", False)),
+        attempts=int(data.get("attempts", 1)),
+        crash_kind=str(data.get("crash_kind", "")),
+    )
+
+
+def baseline_from_dict(data: dict[str, Any]) -> Baseline:
+    return Baseline(data["status"], tuple(_outcome(g) for g in data["gates"]))
