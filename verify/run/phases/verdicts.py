@@ -64,7 +64,7 @@ def _confirm_budget(timeout_s: float, first: JobResult) -> float:
     return timeout_s * (2 if any(o.outcome is Outcome.TIMEOUT for o in first.outcomes) else 1)
 
 
-def _judge(run: RunState, item: Planned, second: JobResult | None) -> MutationResult:
+def _verdict_of_attempts(run: RunState, item: Planned, second: JobResult | None) -> MutationResult:
     assert item.first is not None
     outcomes = resolve(item.first.outcomes, second.outcomes if second else None)
     loaded = set(item.first.loaded) | set(second.loaded if second else ())
@@ -88,7 +88,7 @@ def _judge_and_confirm(run: RunState, ex: JobExecutor, planned: list[Planned], p
         if needs_second_attempt(result.outcomes):
             again.append(item)
         else:
-            run.add(_judge(run, item, None), item.key)
+            run.add(_verdict_of_attempts(run, item, None), item.key)
 
     progress.phase("mutations", len(planned))
     ex.run([_job(run, p, p.gate_ids, p.timeout_s) for p in planned], num_jobs, first_done)
@@ -98,7 +98,7 @@ def _judge_and_confirm(run: RunState, ex: JobExecutor, planned: list[Planned], p
     def second_done(result: JobResult) -> None:
         item = by_key[result.key]
         progress.advance(f"{result.key} (confirmed)")
-        run.add(_judge(run, item, result), item.key)
+        run.add(_verdict_of_attempts(run, item, result), item.key)
 
     progress.phase("confirming", len(again))
     jobs = []

@@ -17,7 +17,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from verify.run.config.settings import ConfigError, ProjectConfig
-from verify.run.execution.cluster.task import installed, probe
+from verify.run.execution.cluster.task import installed, node_facts
 from verify.run.sandbox.confine import SWITCH, Confinement
 
 __all__ = ["ClusterError", "check_nodes"]
@@ -43,7 +43,7 @@ def check_nodes(config: ProjectConfig, confine: bool = True) -> tuple[tuple[str,
     modules = _modules(config)
     expected = installed(DISTRIBUTIONS, modules)
     refs = {
-        node["NodeManagerAddress"] + f" ({node['NodeID'][:8]})": probe.options(
+        node["NodeManagerAddress"] + f" ({node['NodeID'][:8]})": node_facts.options(
             scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
         ).remote(DISTRIBUTIONS, modules)
         for node in nodes

@@ -27,7 +27,7 @@ from verify.run.execution.cluster.tree import touch, unpacked
 from verify.run.execution.jobs import Job, JobResult
 from verify.run.sandbox.confine import probe as landlock
 
-__all__ = ["probe", "run_job"]
+__all__ = ["node_facts", "run_job"]
 
 # (tree digest, config, confined, the GPUs Ray gave this task) -> this worker's server; one at a time (a worker
 # runs one task at once). A worker reused for a task on other GPUs starts a fresh server: its children must see
@@ -84,7 +84,7 @@ def installed(distributions: tuple[str, ...], modules: tuple[str, ...]) -> dict[
 
 
 @ray.remote(num_cpus=0)
-def probe(distributions: tuple[str, ...], modules: tuple[str, ...]) -> tuple[dict[str, str], int, str]:
+def node_facts(distributions: tuple[str, ...], modules: tuple[str, ...]) -> tuple[dict[str, str], int, str]:
     """(what `installed` says, the Landlock ABI a child here gets (0: none), why none)."""
     confinement = landlock()
     return installed(distributions, modules), confinement.abi, confinement.why
