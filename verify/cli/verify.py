@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -164,7 +164,6 @@ def verify(
     from verify.run.execution.interrupts import interrupt_signal
     from verify.run.execution.jobs import ExecutorLost
     from verify.run.phases.cache import ChangedSinceError, ResultCache
-    from verify.run.phases.details import details_for
     from verify.run.phases.run import BaselineError, HarnessError, RunOptions, SelectionError, Shard, run_verify
     from verify.run.sandbox.confine import probe
 
@@ -214,12 +213,7 @@ def verify(
         raise typer.Exit(EXIT_SIGNAL.get(signal_name, 130)) from None
     if report.node_confinement:
         render_node_confinement(report.node_confinement)
-    details = details_for({r.name: mutations[r.name] for r in report.mutations}, config.root)
-    if not no_explain:
-        problems: list[str] = []
-        details = add_explanations(config, mutations, report, details, problems=problems)
-        if problems:  # the user's files changed while the survivors were observed: a harness error, exit 4
-            report = dataclasses.replace(report, harness_errors=(*report.harness_errors, *problems))
+    report, details = _explained(config, mutations, report, explain=not no_explain)
     settings = {
         "jobs": report.jobs or jobs or config.num_jobs,  # as held: a cluster's capacity, not this machine's cores
         "all_gates": all_gates,
@@ -238,6 +232,20 @@ def verify(
         report, details, config.root, fail_under, started, settings, outputs, by, save_last=not no_cache, commit=commit
     )
     raise typer.Exit(code)
+
+
+def _explained(config: Any, mutations: Any, report: Any, explain: bool) -> tuple[Any, dict[str, Any]]:
+    """The report's details, each survivor's explanation added unless asked not to; a change to the user's files
+    while the survivors were observed is a harness error (exit 4)."""
+    from verify.run.phases.details import details_for
+
+    details = details_for({r.name: mutations[r.name] for r in report.mutations}, config.root)
+    if explain:
+        problems: list[str] = []
+        details = add_explanations(config, mutations, report, details, problems=problems)
+        if problems:
+            report = dataclasses.replace(report, harness_errors=(*report.harness_errors, *problems))
+    return report, details
 
 
 @verify_app.command("merge")
