@@ -44,7 +44,7 @@ def test_catalog_size_and_coverage() -> None:
     touched = {m.file for m in CATALOG.values()}
     runner_modules = {f"runner/{p.name}" for p in (ROOT / "runner").glob("*.py") if p.name != "__init__.py"}
     # Every module of the runner that serves requests is mutated at least once.
-    serving = runner_modules - {"runner/errors.py"}
+    serving = runner_modules - {"runner/errors.py", "runner/compat.py"}  # compat: a 3.10 shim, no logic
     assert serving <= touched, f"modules without a registered mutation: {sorted(serving - touched)}"
 
 

@@ -174,7 +174,7 @@ def test_a_driver_whose_harness_differs_from_the_workers_is_refused(cluster, toy
     # A real difference: the driver runs a copy of verify/ with one harness file changed; the workers run theirs.
     copy = tmp_path / "driver"
     shutil.copytree(Path.cwd() / "verify", copy / "verify", ignore=shutil.ignore_patterns("__pycache__"))
-    judge = copy / "verify" / "run" / "judge.py"
+    judge = copy / "verify" / "run" / "phases" / "judge.py"
     judge.write_text(judge.read_text() + "\n# a local edit the workers do not have\n")
     root = toy_copy("mismatch")
     environment = {**_environment(), "PYTHONPATH": f"{copy}{os.pathsep}{Path.cwd()}"}
