@@ -131,7 +131,12 @@ def run_child(config: ProjectConfig, job: Any, pristine: Path, paths: JobPaths, 
     finder = MutantFinder([private / rel for rel in config.import_paths], config.source_packages, overrides)
     sys.meta_path.insert(0, finder)
     cov = coverage_map.start(private, config.source_roots) if job.measure_coverage else None
-    recorder = Recorder(paths.journal, config.invariant_errors, cov, job.force_fail, job.stop_after, claims)
+    from verify.run.executor import load_scale  # the executor's own measure of the load (it imports this module)
+
+    recorder = Recorder(
+        paths.journal, config.invariant_errors, cov, job.force_fail, job.stop_after, claims, dict(job.deadlines),
+        load_scale,
+    )  # fmt: skip
     args = [*(job.gate_ids or config.gates), "-m", config.gate_marker, "-p", "no:cacheprovider", "-q"]
     args += ["--rootdir", str(private)]
     exit_code = pytest.main(args, plugins=[recorder])

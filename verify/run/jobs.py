@@ -34,6 +34,9 @@ class Job:
     # Children of one `run` call that name the same group share its gates: each gate file is run by whichever
     # of them claims it first, in collection order (one run of the gates spread over the workers).
     claims: str = ""
+    # (gate id, seconds on an idle machine): a gate still running past its own deadline (stretched by the load)
+    # is ended as a timeout inside the child, which moves on; `timeout_s` stays the whole job's backstop.
+    deadlines: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,12 @@ must run has finished. It optionally switches coverage.py's dynamic context per 
 red for the harness self-check, and can share one run of the gates with sibling children through a claims
 folder: each gate file goes to whichever child claims it first. `read_journal` reads a journal back for the
 parent. It knows nothing of mutations or forking.
+
+Each gate may have its own deadline (its baseline time times the project's factor, stretched by the load
+measured at its start and when it runs out): a gate still running then is ended by a `GateTimeout` raised in
+it, journalled as a timeout, and the child moves on, so a hanging mutant costs one gate's deadline, not its
+whole job's budget. The rest of that gate's file is not run in this child (its module fixtures may be left
+mid-operation by the interrupted gate; pytest tears them down before the next file), and journalled not-run.
 """
 
 from __future__ import annotations
@@ -17,7 +23,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Generator, Sequence
+import signal
+import time
+from collections.abc import Callable, Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +33,20 @@ import pytest
 
 from verify.report.verdict import GateOutcome, Outcome
 
-__all__ = ["MutantInterrupt", "Recorder", "classify", "read_journal"]
+__all__ = ["GateTimeout", "MutantInterrupt", "Recorder", "classify", "read_journal"]
+
+# Where pytest itself runs between a gate's phases, a deadline that ran out is acted on this much later.
+_RETRY_S = 0.05
 
 
 class MutantInterrupt(Exception):
     """A KeyboardInterrupt raised by the code under test, not by a user: the child's process group never
     receives the terminal's Ctrl-C (the parent kills children itself), so it is the mutant's own doing."""
+
+
+class GateTimeout(BaseException):
+    """Raised inside a gate that ran past its own deadline. A BaseException, so the code under test's `except
+    Exception` cannot swallow it; one that swallows everything is ended by the executor's budget for the job."""
 
 
 def _type_names(exc_type: type) -> set[str]:
@@ -56,6 +72,8 @@ class Recorder:
         force_fail: bool = False,
         stop_after: tuple[str, ...] | None = None,
         claims: Path | None = None,
+        deadlines: Mapping[str, float] | None = None,
+        load_scale: Callable[[], float] = lambda: 1.0,
     ) -> None:
         self.journal = journal
         self.invariant_errors = tuple(invariant_errors)
@@ -77,6 +95,14 @@ class Recorder:
         self.claims = claims
         self._mine: dict[str, bool] = {}
         self.order: list[str] = []  # every gate collected, in collection order
+        # Per-gate deadlines on an idle machine (seconds); a gate without one runs under the job's budget only.
+        self.deadlines = dict(deadlines or {})
+        self.load_scale = load_scale
+        self._gate = ""  # the gate whose deadline is armed
+        self._gate_started = 0.0
+        self._gate_scale = 1.0  # the load measured when it started
+        self._in_phase = False  # inside a gate's setup, call or teardown (not pytest's own code between them)
+        self._timed_out_file = ""  # a file whose gate timed out: the rest of it is not run in this child
 
     def _write(self, record: dict[str, Any]) -> None:
         with open(self.journal, "a") as journal:
@@ -108,9 +134,12 @@ class Recorder:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.order = [item.nodeid for item in session.items]
 
+    def _after_timeout(self, item: pytest.Item) -> bool:
+        return bool(self._timed_out_file) and item.nodeid.partition("::")[0] == self._timed_out_file
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
-        if self._is_mine(item):
+        if self._is_mine(item) and not (self._after_timeout(item) and hasattr(item.session, "_setupstate")):
             return None
         # A gate another child claimed is neither run nor reported here (True ends the hook). What pytest's own
         # protocol does after a gate still happens: the fixtures and collectors the next gate does not share are
@@ -124,9 +153,18 @@ class Recorder:
             yield
             return
         self.fixtures[item.nodeid] = list(getattr(item, "fixturenames", ()))
+        if self._after_timeout(item) and hasattr(item.session, "_setupstate"):
+            yield  # skipped by the tryfirst hook above
+            why = f"not run in this child: a gate of {self._timed_out_file} before it timed out"
+            self._finish(item.nodeid, Outcome.NOT_RUN, "AfterTimeout", why)
+            return
         self._write({"started": item.nodeid})
         self._switch(item.nodeid)
-        yield
+        self._arm(item.nodeid)
+        try:
+            yield
+        finally:
+            self._disarm()
         self._switch("")
         if item.nodeid not in self._done:  # the protocol ended without a call-phase verdict
             self._finish(item.nodeid, Outcome.NOT_RUN, "NotRun", "the gate's protocol ended without running it")
@@ -140,10 +178,44 @@ class Recorder:
         self._switch(previous)
 
     def _guard(self) -> Generator[None, Any, Any]:
+        self._in_phase = True
         try:
             return (yield)
         except KeyboardInterrupt as error:
             raise MutantInterrupt("KeyboardInterrupt raised inside the code under test") from error
+        finally:
+            self._in_phase = False
+
+    def _arm(self, gate_id: str) -> None:
+        if gate_id not in self.deadlines:
+            return
+        self._gate, self._gate_started, self._gate_scale = gate_id, time.monotonic(), self.load_scale()
+        signal.signal(signal.SIGALRM, self._on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, self.deadlines[gate_id] * self._gate_scale)
+
+    def _disarm(self) -> None:
+        if self._gate:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            self._gate = ""
+
+    def _on_alarm(self, signum: int, frame: Any) -> None:
+        if not self._gate:
+            return
+        # Stretched by the load, as the executor stretches a job's budget: the mean of the load at the gate's
+        # start and now. Not run out yet (the load rose): wait for the rest.
+        deadline = self.deadlines[self._gate]
+        limit = deadline * (self._gate_scale + self.load_scale()) / 2
+        elapsed = time.monotonic() - self._gate_started
+        if elapsed < limit:
+            signal.setitimer(signal.ITIMER_REAL, limit - elapsed)
+            return
+        if not self._in_phase:  # pytest's own bookkeeping between phases: act once the gate's code runs again
+            signal.setitimer(signal.ITIMER_REAL, _RETRY_S)
+            return
+        # Its teardown (which may hang too) gets a deadline of its own from now.
+        self._gate_started, self._gate_scale = time.monotonic(), self.load_scale()
+        signal.setitimer(signal.ITIMER_REAL, deadline * self._gate_scale)
+        raise GateTimeout(f"still running after {elapsed:.1f}s (its deadline {deadline:.1f}s x load)")
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, Any, Any]:
@@ -167,10 +239,14 @@ class Recorder:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
         report = (yield).get_result()
+        if report.failed and call.excinfo is not None and isinstance(call.excinfo.value, GateTimeout):
+            self._timed_out_file = item.nodeid.partition("::")[0]  # even in a teardown after a red call
         if not report.failed or call.excinfo is None or item.nodeid in self._red:
             return  # the first red phase decides; a later teardown cannot change it
         exc = call.excinfo.value
-        if isinstance(exc, MutantInterrupt):
+        if isinstance(exc, GateTimeout):
+            outcome, exc_type = Outcome.TIMEOUT, "Timeout"
+        elif isinstance(exc, MutantInterrupt):
             outcome, exc_type = Outcome.EXCEPTION, "KeyboardInterrupt"
         else:
             outcome, exc_type = classify(exc, self.invariant_errors), call.excinfo.typename
