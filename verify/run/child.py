@@ -125,14 +125,16 @@ def run_child(config: ProjectConfig, job: Any, pristine: Path, paths: JobPaths, 
     shares with the sibling children that split its gates (None: it runs them all)."""
     # Before any of the project's code runs, and while this process has one thread: every later thread and
     # process inherits the restriction. A kernel that has Landlock and refuses it raises: never unconfined.
+    # Taken before `_isolate` purges the modules loaded from the project's tree (this tool's own, when it verifies
+    # itself): imported after it, the executor would be imported afresh, ~0.1 s of every child.
+    from verify.run.executor import load_scale  # the executor's measure of the load (it imports this module)
+
     confine([paths.base, *([claims] if claims is not None else []), *writable_paths(config.writable)])
     private = _isolate(config, job, pristine, paths)
     overrides = {str(private / rel): text for rel, text in job.overrides}
     finder = MutantFinder([private / rel for rel in config.import_paths], config.source_packages, overrides)
     sys.meta_path.insert(0, finder)
     cov = coverage_map.start(private, config.source_roots) if job.measure_coverage else None
-    from verify.run.executor import load_scale  # the executor's own measure of the load (it imports this module)
-
     recorder = Recorder(
         paths.journal, config.invariant_errors, cov, job.force_fail, job.stop_after, claims, dict(job.deadlines),
         load_scale,
