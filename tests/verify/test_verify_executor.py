@@ -185,7 +185,7 @@ def test_a_hanging_gate_ends_at_its_own_deadline_and_the_child_moves_on(toy_copy
     add, more = "tests/gates/test_arith.py::test_add", "tests/gates/test_more.py::test_add_again"
     gates = (add, TEST_SUB, TEST_MUL, more)
     hang = _override(root, "return a - b", "while True: pass")
-    job = Job("hangs", gates, 3600.0, hang, deadlines=tuple((g, 1.0) for g in gates))
+    job = Job("hangs", gates, 3600.0, hang, deadlines=tuple((g, 0.5) for g in gates))
     with Executor(load_config(root)) as executor:
         [result] = executor.run([job], 1)
     assert result.state == "done"  # ended by the child at the gate's deadline, not killed at the job's budget
