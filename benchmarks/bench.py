@@ -3,6 +3,9 @@ against one baseline run of its gates and against the naive way at equal paralle
 and the Ray executor on a local two-node cluster against the fork executor (benchmarks/ray_bench.py), and what
 confining each child costs (benchmarks/confine_bench.py).
 Everything is measured in one run and printed as a table plus JSON (reports/bench.json).
+
+`BENCH_SECTIONS=verify,runner` runs only those sections (default all: startup, runner, verify, confinement,
+ray), for a quick run; see benchmarks/verify_bench.py for choosing the verify section's parts.
 """
 
 from __future__ import annotations
@@ -162,21 +165,38 @@ def bench_startup(runs: int = 5) -> dict:
     return figures
 
 
+SECTIONS: dict[str, Callable[[], dict]] = {
+    "startup": bench_startup,
+    "runner": bench_runner,
+    "verify": bench_verify,
+    "confinement": bench_confinement,
+    "ray": bench_ray,
+}
+
+
 def main() -> None:
     torch.set_num_threads(1)
-    figures = {
-        "startup": bench_startup(),
-        "runner": bench_runner(),
-        "verify": bench_verify(),
-        "confinement": bench_confinement(),
-        "ray": bench_ray(),
-    }
+    chosen = [s for s in os.environ.get("BENCH_SECTIONS", ",".join(SECTIONS)).split(",") if s]
+    if unknown := [s for s in chosen if s not in SECTIONS]:
+        raise SystemExit(f"BENCH_SECTIONS: unknown section(s) {', '.join(unknown)}; known: {', '.join(SECTIONS)}")
+    loadavg = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    figures: dict[str, dict] = {"machine": {"commit": _commit(), "loadavg_at_start": loadavg, "cores": os.cpu_count()}}
+    figures.update({name: SECTIONS[name]() for name in SECTIONS if name in chosen})
     Path(ROOT / "reports").mkdir(exist_ok=True)
     (ROOT / "reports" / "bench.json").write_text(json.dumps(figures, indent=2) + "\n")
     for section, values in figures.items():
         print(f"[{section}]")
         for key, value in values.items():
             print(f"  {key:34s} {value:.3f}" if isinstance(value, float) else f"  {key:34s} {value}")
+
+
+def _commit() -> str:
+    done = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
+                           text=True, check=False).stdout.strip()  # fmt: skip
+    return done.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,14 @@
-"""The verify tool's speed, like against like: `dflash verify --first-kill` and the naive way (a fresh pytest
-process over a private copy with the mutation written in, per mutation, the same gates in the same order,
-stopping at the first failure with `-x`) at the same parallelism (1 and 2 workers), the naive verdicts checked
-equal to verify's, and both set against the median of three plain runs of the gates, all in one run. The full matrix
-(`dflash verify` without `--first-kill`) is timed once, at 2 workers, against the same baseline.
+"""The verify tool's cost, like against like, all in one run: one plain pytest run of the gates (the median of
+three spread over the bench), `dflash verify --first-kill --no-cache`, the full matrix (`dflash verify --no-cache`)
+and the full matrix's floor (`verify.run.phases.order.floor_s`: the baseline plus, for every mutation, its selected
+gates' baseline times, over the jobs), with the ratios first-kill / gates, full / gates and full / floor. Then
+the naive way (a fresh pytest process over a private copy with the mutation written in, per mutation, the same
+gates in the same order, stopping at the first failure with `-x`) against `--first-kill` at 1 and 2 workers,
+the naive verdicts checked equal to verify's.
 
-`BENCH_MUTATIONS=a,b` restricts the catalog (for trying the bench itself); the README quotes full runs only.
+`BENCH_MUTATIONS=a,b` restricts the catalog (for trying the bench itself); `BENCH_VERIFY=first_kill,full,naive`
+picks the parts (default all three; the gates always run, they are every ratio's denominator). The docs quote
+full runs only.
 """
 
 from __future__ import annotations
@@ -25,9 +29,21 @@ _COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", ".cache", "mutants", "rep
 _DETECTED = {"killed", "caught", "crashed", "timeout"}
 
 
+VERIFY_PARTS = ("first_kill", "full", "naive")
+
+
 def _names() -> list[str]:
     chosen = os.environ.get("BENCH_MUTATIONS", "")
     return [n for n in chosen.split(",") if n]
+
+
+def _parts() -> set[str]:
+    chosen = {p for p in os.environ.get("BENCH_VERIFY", ",".join(VERIFY_PARTS)).split(",") if p}
+    if unknown := chosen - set(VERIFY_PARTS):
+        raise SystemExit(
+            f"BENCH_VERIFY: unknown part(s) {', '.join(sorted(unknown))}; known: {', '.join(VERIFY_PARTS)}"
+        )
+    return chosen
 
 
 def baseline_gates_s() -> float:
@@ -39,8 +55,8 @@ def baseline_gates_s() -> float:
     return time.perf_counter() - start
 
 
-def run_verify(jobs: int, first_kill: bool = True) -> tuple[float, dict]:
-    out = Path(tempfile.mkdtemp()) / "verify.json"
+def run_verify(jobs: int, first_kill: bool = True, out: Path | None = None) -> tuple[float, dict]:
+    out = out or Path(tempfile.mkdtemp()) / "verify.json"
     command = [sys.executable, "-m", "verify", "verify", "--no-cache", "--jobs", str(jobs), "--json", str(out)]
     command += ["--first-kill"] if first_kill else []
     for name in _names():
@@ -77,15 +93,61 @@ def run_naive(report: dict, workers: int) -> tuple[float, dict[str, bool]]:
     return time.perf_counter() - start, red
 
 
+def full_matrix_floor_s(report_path: Path) -> float:
+    """The floor of the full-matrix run that wrote `report_path`, from what that run measured and chose: its
+    baseline's per-gate times and each mutant's selected gates (`ran`, which in the full matrix is the selection
+    the coverage map made), over the jobs it held; cached results cost nothing and are left out."""
+    from verify.report.files import read_report
+    from verify.run.phases.order import floor_s
+
+    report, _, info = read_report(report_path)
+    fresh = [m.ran for m in report.mutations if m.ran and not m.cached]
+    return floor_s(report.baseline, fresh, int(info.settings.get("jobs") or 1))
+
+
 def bench_verify() -> dict:
-    # The denominator of every ratio: the median of three plain runs of the gates, spread over the bench (one
-    # before each first-kill verify run, one at the end), so one noisy moment moves neither it nor a ratio much.
+    """The cost block (gates, first-kill, full matrix, floor, ratios), then the naive comparison."""
+    parts, load_at_start = _parts(), _loadavg()
+    # The denominator of every ratio: the median of three plain runs of the gates spread over the bench (one
+    # before each verify run, one at the end), so one noisy moment moves neither it nor a ratio much.
     gate_runs = [baseline_gates_s()]
     figures: dict = {}
+    first_kill: tuple[float, dict] | None = None
+    if "first_kill" in parts:
+        first_kill = run_verify(2)
+        figures["first_kill_jobs2_s"], report = first_kill
+        figures["num_mutations"], figures["score"] = len(report["mutations"]), report["score"]
+        gate_runs.append(baseline_gates_s())
+    if "full" in parts:
+        out = Path(tempfile.mkdtemp()) / "full.json"
+        full_s, full = run_verify(2, first_kill=False, out=out)
+        figures["full_matrix_jobs2_s"] = full_s
+        figures["full_matrix_floor_s"] = full_matrix_floor_s(out)
+        if first_kill is not None:
+            statuses = {m["name"]: m["status"] for m in full["mutations"]}
+            figures["full_matrix_statuses_equal_first_kill"] = statuses == {
+                m["name"]: m["status"] for m in first_kill[1]["mutations"]
+            }
+        gate_runs.append(baseline_gates_s())
+    gates_s = figures["gates_s"] = statistics.median(gate_runs)
+    figures["gates_runs_s"] = [round(s, 2) for s in gate_runs]
+    if "first_kill_jobs2_s" in figures:
+        figures["first_kill_over_gates"] = figures["first_kill_jobs2_s"] / gates_s
+    if "full_matrix_jobs2_s" in figures:
+        figures["full_matrix_over_gates"] = figures["full_matrix_jobs2_s"] / gates_s
+        figures["full_matrix_over_floor"] = figures["full_matrix_jobs2_s"] / figures["full_matrix_floor_s"]
+    if "naive" in parts:
+        figures.update(bench_naive(first_kill))
+    figures["loadavg_start_end"] = f"{load_at_start} / {_loadavg()}"
+    return figures
+
+
+def bench_naive(first_kill_jobs2: tuple[float, dict] | None) -> dict:
+    """`--first-kill` against the naive way at 1 and 2 workers, same gates, same order, verdicts compared (the
+    cost block's first-kill run stands for 2 workers when it ran)."""
+    figures: dict = {}
     for workers in (1, 2):
-        if workers > 1:
-            gate_runs.append(baseline_gates_s())
-        verify_s, report = run_verify(workers)
+        verify_s, report = first_kill_jobs2 if workers == 2 and first_kill_jobs2 else run_verify(workers)
         naive_s, naive_red = run_naive(report, workers)
         verify_red = {m["name"]: m["status"] in _DETECTED for m in report["mutations"] if m["ran"]}
         figures[f"verify_jobs{workers}_s"] = verify_s
@@ -93,16 +155,11 @@ def bench_verify() -> dict:
         figures[f"naive_over_verify_jobs{workers}"] = naive_s / verify_s
         figures[f"verdicts_equal_jobs{workers}"] = verify_red == naive_red
         figures[f"verdicts_differ_jobs{workers}"] = sorted(n for n in verify_red if verify_red[n] != naive_red.get(n))
-        figures["num_mutations"] = len(report["mutations"])
-        figures["score"] = report["score"]
-    full_s, full = run_verify(2, first_kill=False)
-    gate_runs.append(baseline_gates_s())
-    gates_s = figures["baseline_gates_s"] = statistics.median(gate_runs)
-    figures["baseline_gates_runs_s"] = [round(s, 2) for s in gate_runs]
-    for workers in (1, 2):
-        figures[f"verify_over_baseline_jobs{workers}"] = figures[f"verify_jobs{workers}_s"] / gates_s
-    figures["verify_full_matrix_jobs2_s"] = full_s
-    figures["verify_full_matrix_over_baseline_jobs2"] = full_s / gates_s
-    statuses = {m["name"]: m["status"] for m in full["mutations"]}
-    figures["full_matrix_statuses_equal_first_kill"] = statuses == {m["name"]: m["status"] for m in report["mutations"]}
     return figures
+
+
+def _loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"

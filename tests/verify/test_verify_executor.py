@@ -171,3 +171,28 @@ def test_a_baseline_shared_by_children_equals_one_childs(toy_copy, tmp_path) -> 
     one_map, shared_map = CoverageMap.from_json(one_coverage, ids), CoverageMap.from_json(shared_coverage, ids)
     for line in range(1, len((root / ARITH).read_text().splitlines()) + 1):
         assert one_map.gates_reaching(ARITH, [line]) == shared_map.gates_reaching(ARITH, [line]), line
+
+
+def test_a_hanging_gate_ends_at_its_own_deadline_and_the_child_moves_on(toy_copy) -> None:
+    """A mutant that hangs one gate of three costs that gate's deadline, not the job's summed budget: the child
+    ends the gate as a timeout, leaves the rest of its file (whose module state the hang may have broken) not run,
+    and runs the gates of the other files. The job's own budget (an hour) is never reached: the child finished."""
+    root = toy_copy()
+    (root / "tests/gates/test_more.py").write_text(
+        "import pytest\nfrom toy import arith\n\n\n@pytest.mark.gate\ndef test_add_again():\n"
+        "    assert arith.add(1, 1) == 2\n"
+    )
+    add, more = "tests/gates/test_arith.py::test_add", "tests/gates/test_more.py::test_add_again"
+    gates = (add, TEST_SUB, TEST_MUL, more)
+    hang = _override(root, "return a - b", "while True: pass")
+    job = Job("hangs", gates, 3600.0, hang, deadlines=tuple((g, 0.5) for g in gates))
+    with Executor(load_config(root)) as executor:
+        [result] = executor.run([job], 1)
+    assert result.state == "done"  # ended by the child at the gate's deadline, not killed at the job's budget
+    outcomes = {o.gate_id: (o.outcome, o.exc_type) for o in result.outcomes}
+    assert outcomes == {
+        add: ("passed", ""),
+        TEST_SUB: ("timeout", "Timeout"),
+        TEST_MUL: ("not-run", "AfterTimeout"),
+        more: ("passed", ""),
+    }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from verify.report.verdict import Baseline, GateOutcome, Outcome
-from verify.run.phases.order import expected_s, kill_order, pins_first
+from verify.run.phases.order import expected_s, floor_s, kill_order, pins_first
 
 FAST, MEDIUM, SLOW = "t.py::fast", "t.py::medium", "t.py::slow"
 BASELINE = Baseline(
@@ -33,3 +33,11 @@ def test_the_full_matrix_runs_the_pins_first_and_keeps_the_rest_in_collection_or
     assert pins_first((SLOW, MEDIUM, FAST), ()) == (SLOW, MEDIUM, FAST)
     assert pins_first((SLOW, MEDIUM, FAST), ("t.py::fast",)) == (FAST, SLOW, MEDIUM)
     assert pins_first((SLOW, MEDIUM, FAST), ("t.py::medium", "t.py::fast")) == (MEDIUM, FAST, SLOW)
+
+
+def test_the_floor_is_the_baseline_and_each_mutants_selected_gates_over_the_jobs() -> None:
+    # 3.6 s of baseline, one mutant reaching SLOW and FAST (3.1 s), one reaching MEDIUM (0.5 s), one unreached.
+    selections = [(SLOW, FAST), (MEDIUM,), ()]
+    assert floor_s(BASELINE, selections, 1) == 3.6 + 3.1 + 0.5
+    assert floor_s(BASELINE, selections, 2) == (3.6 + 3.1 + 0.5) / 2
+    assert floor_s(BASELINE, [], 0) == 3.6  # no jobs given: one

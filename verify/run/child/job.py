@@ -13,13 +13,16 @@ harness trouble, never a verdict. Runs in a child that an executor started, and 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
 import os
 import shutil
 import signal
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +36,7 @@ from verify.run.config.writable import writable_paths
 from verify.run.sandbox.confine import ConfineError, confine
 from verify.seeds import GATE_SEED_ENV
 
-__all__ = ["UNCONFINED_EXIT", "JobPaths", "prime", "run_child"]
+__all__ = ["UNCONFINED_EXIT", "JobPaths", "prime", "run_child", "warm_pytest"]
 
 UNCONFINED_EXIT = 77  # the child was to be confined and could not be: it ran nothing (EX_NOPERM)
 
@@ -90,6 +93,15 @@ def prime(root: Path) -> None:
         _inside(module, root)
 
 
+def warm_pytest(empty: Path) -> None:
+    """Run pytest once on an empty folder, so its plugins and entry points are imported before forking."""
+    empty.mkdir()
+    (empty / "pytest.ini").write_text("[pytest]\n")
+    args = [str(empty), "-q", "-p", "no:cacheprovider", "-c", str(empty / "pytest.ini"), "--rootdir", str(empty)]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        pytest.main(args)
+
+
 def _fresh_random_state() -> None:
     """Random generators as a fresh process has them, not as the parent left them. CPython reseeds `random` at
     a fork; numpy seeds its global generator from the OS at import, so it is reseeded the same way; torch's
@@ -135,11 +147,14 @@ def run_child(
     claims: Path | None = None,
     confined: bool = False,
     confined_fd: int = -1,
+    load_scale: Callable[[], float] = lambda: 1.0,
 ) -> int:
     """The child's body; returns its exit code. `job` is a `verify.run.execution.fork.Job`; `claims` is the folder it
     shares with the sibling children that split its gates (None: it runs them all); `confined` says that its
     parent found Landlock, so this child runs nothing unless it is confined too; `confined_fd` (a pipe's write
-    end, or -1) gets one byte once it is, and is closed either way before any gate."""
+    end, or -1) gets one byte once it is, and is closed either way before any gate; `load_scale` is the
+    executor's measure of the load, which stretches each gate's deadline (passed in: the child imports no
+    executor)."""
     # Before any of the project's code runs, and while this process has one thread: every later thread and
     # process inherits the restriction. Never unconfined where confinement was expected: no gate runs.
     try:
@@ -161,7 +176,10 @@ def run_child(
     # The harness owns its children's stream: a DFLASH_GATE_SEED the user exported never reaches a gate.
     os.environ[GATE_SEED_ENV] = str(job.gate_seed)
     cov = coverage.start(private, config.source_roots) if job.measure_coverage else None
-    recorder = Recorder(paths.journal, config.invariant_errors, cov, job.force_fail, job.stop_after, claims)
+    recorder = Recorder(
+        paths.journal, config.invariant_errors, cov, job.force_fail, job.stop_after, claims, dict(job.deadlines),
+        load_scale,
+    )  # fmt: skip
     # Excluded files are absent from the copy (`verify.run.config.project`), so only `pytest_args` is added here.
     args = [*(job.gate_ids or config.gates), *config.marker_args, "-p", "no:cacheprovider", "-q", *config.pytest_args]
     args += ["--rootdir", str(private)]

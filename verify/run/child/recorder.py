@@ -10,6 +10,12 @@ must run has finished. It optionally switches coverage.py's dynamic context per 
 red for the harness self-check, and can share one run of the gates with sibling children through a claims
 folder: each gate file goes to whichever child claims it first. `read_journal` reads a journal back for the
 parent. It knows nothing of mutations or forking.
+
+Each gate may have its own deadline (its baseline time times the project's factor, stretched by the load
+measured at its start and when it runs out): a gate still running then is ended by a `GateTimeout` raised in
+it, journalled as a timeout, and the child moves on, so a hanging mutant costs one gate's deadline, not its
+whole job's budget. The rest of that gate's file is not run in this child (its module fixtures may be left
+mid-operation by the interrupted gate; pytest tears them down before the next file), and journalled not-run.
 """
 
 from __future__ import annotations
@@ -17,15 +23,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from verify.report.verdict import GateOutcome, Outcome
+from verify.run.child.deadline import GateDeadlines, GateTimeout
 
-__all__ = ["MutantInterrupt", "Recorder", "classify", "read_journal"]
+__all__ = ["GateTimeout", "MutantInterrupt", "Recorder", "classify", "read_journal"]
 
 
 class MutantInterrupt(Exception):
@@ -56,6 +63,8 @@ class Recorder:
         force_fail: bool = False,
         stop_after: tuple[str, ...] | None = None,
         claims: Path | None = None,
+        deadlines: Mapping[str, float] | None = None,
+        load_scale: Callable[[], float] = lambda: 1.0,
     ) -> None:
         self.journal = journal
         self.invariant_errors = tuple(invariant_errors)
@@ -77,12 +86,16 @@ class Recorder:
         self.claims = claims
         self._mine: dict[str, bool] = {}
         self.order: list[str] = []  # every gate collected, in collection order
+        # Per-gate deadlines on an idle machine (seconds); a gate without one runs under the job's budget only.
+        self.deadlines = GateDeadlines(deadlines, load_scale)
+        self._timed_out_file = ""  # a file whose gate timed out: the rest of it is not run in this child
 
     def _write(self, record: dict[str, Any]) -> None:
+        # Closed at once, so the line is in the kernel's page cache, where the parent reads it however this child
+        # ends (a SIGKILL included). No fsync: it guards only against the machine going down, which loses the run
+        # anyway, and it cost ~3.5 ms a record on a busy disk, two records a gate, every gate of every child.
         with open(self.journal, "a") as journal:
             journal.write(json.dumps(record) + "\n")
-            journal.flush()
-            os.fsync(journal.fileno())
 
     def _switch(self, context: str) -> str:
         previous, self._context = self._context, context
@@ -108,9 +121,12 @@ class Recorder:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.order = [item.nodeid for item in session.items]
 
+    def _after_timeout(self, item: pytest.Item) -> bool:
+        return bool(self._timed_out_file) and item.nodeid.partition("::")[0] == self._timed_out_file
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
-        if self._is_mine(item):
+        if self._is_mine(item) and not (self._after_timeout(item) and hasattr(item.session, "_setupstate")):
             return None
         # A gate another child claimed is neither run nor reported here (True ends the hook). What pytest's own
         # protocol does after a gate still happens: the fixtures and collectors the next gate does not share are
@@ -124,9 +140,18 @@ class Recorder:
             yield
             return
         self.fixtures[item.nodeid] = list(getattr(item, "fixturenames", ()))
+        if self._after_timeout(item) and hasattr(item.session, "_setupstate"):
+            yield  # skipped by the tryfirst hook above
+            why = f"not run in this child: a gate of {self._timed_out_file} before it timed out"
+            self._finish(item.nodeid, Outcome.NOT_RUN, "AfterTimeout", why)
+            return
         self._write({"started": item.nodeid})
         self._switch(item.nodeid)
-        yield
+        self.deadlines.arm(item.nodeid)
+        try:
+            yield
+        finally:
+            self.deadlines.disarm()
         self._switch("")
         if item.nodeid not in self._done:  # the protocol ended without a call-phase verdict
             self._finish(item.nodeid, Outcome.NOT_RUN, "NotRun", "the gate's protocol ended without running it")
@@ -140,10 +165,13 @@ class Recorder:
         self._switch(previous)
 
     def _guard(self) -> Generator[None, Any, Any]:
+        self.deadlines.in_phase = True  # a deadline that runs out is raised in the gate's code, not in pytest's
         try:
             return (yield)
         except KeyboardInterrupt as error:
             raise MutantInterrupt("KeyboardInterrupt raised inside the code under test") from error
+        finally:
+            self.deadlines.in_phase = False
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, Any, Any]:
@@ -167,10 +195,14 @@ class Recorder:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
         report = (yield).get_result()
+        if report.failed and call.excinfo is not None and isinstance(call.excinfo.value, GateTimeout):
+            self._timed_out_file = item.nodeid.partition("::")[0]  # even in a teardown after a red call
         if not report.failed or call.excinfo is None or item.nodeid in self._red:
             return  # the first red phase decides; a later teardown cannot change it
         exc = call.excinfo.value
-        if isinstance(exc, MutantInterrupt):
+        if isinstance(exc, GateTimeout):
+            outcome, exc_type = Outcome.TIMEOUT, "Timeout"
+        elif isinstance(exc, MutantInterrupt):
             outcome, exc_type = Outcome.EXCEPTION, "KeyboardInterrupt"
         else:
             outcome, exc_type = classify(exc, self.invariant_errors), call.excinfo.typename

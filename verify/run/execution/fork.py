@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
-import io
 import json
 import os
 import shutil
@@ -32,10 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from verify.report.verdict import GateOutcome, Outcome
-from verify.run.child.job import JobPaths, prime, run_child
+from verify.run.child.job import JobPaths, prime, run_child, warm_pytest
 from verify.run.child.recorder import read_journal
 from verify.run.config.project import project_files
 from verify.run.config.settings import ProjectConfig
@@ -53,15 +50,6 @@ _POLL_S = 0.01
 _LOAD_SAMPLE_S = 0.5
 _WATCH_S = 0.05  # how often each child's processes are counted against its ceiling
 _LEFTOVERS_S = 5.0  # to end what a finished job left behind, however deep
-
-
-def _warm_pytest(empty: Path) -> None:
-    """Run pytest once on an empty folder, so its plugins and entry points are imported before forking."""
-    empty.mkdir()
-    (empty / "pytest.ini").write_text("[pytest]\n")
-    args = [str(empty), "-q", "-p", "no:cacheprovider", "-c", str(empty / "pytest.ini"), "--rootdir", str(empty)]
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        pytest.main(args)
 
 
 @dataclass
@@ -119,7 +107,7 @@ class Executor:
             importlib.import_module(name)
         if self.config.device == "cuda":
             check_cuda_untouched()  # on the CPU, children never touch CUDA, whatever the parent did
-        _warm_pytest(Path(self._tmp, "warm"))
+        warm_pytest(Path(self._tmp, "warm"))
         prime(self.config.root)
         # What a child leaves behind comes back here (on a Ray node too) and is ended after every job.
         self._keep, self._was_subreaper = reaper.children(), reaper.is_subreaper()
@@ -256,7 +244,9 @@ class Executor:
                 # words (a usage error) must reach the log the parent reads, so both streams write to the fds.
                 sys.stdout = open(1, "w", buffering=1, errors="replace", closefd=False)  # noqa: SIM115
                 sys.stderr = open(2, "w", buffering=1, errors="replace", closefd=False)  # noqa: SIM115
-                exit_code = run_child(self.config, job, self.pristine, paths, claims, self._confined, confined_write)
+                exit_code = run_child(
+                    self.config, job, self.pristine, paths, claims, self._confined, confined_write, ceilings.load_scale
+                )
                 # The job is over: whatever it started (a daemon in a session of its own) ends with it, before
                 # another job's window opens, so a late write can never be laid at another mutant's door.
                 reaper.end_children(within_s=5.0)

@@ -42,6 +42,9 @@ class Job:
     # The statistical gates' random stream (verify.seeds): the child sets DFLASH_GATE_SEED to it. Job data, not
     # a file or the parent's environment, so a fork and a Ray node run the same stream.
     gate_seed: int = 0
+    # (gate id, seconds on an idle machine): a gate still running past its own deadline (stretched by the load)
+    # is ended as a timeout inside the child, which moves on; `timeout_s` stays the whole job's backstop.
+    deadlines: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,13 +1,16 @@
-"""The order of things in a verify run: which of a mutant's gates run first in first-kill mode, and how long a
-mutant is expected to take, so the slowest start first. Pure functions of the baseline's gate times; it knows
-nothing of children or verdicts.
+"""The order of things in a verify run: which of a mutant's gates run first in first-kill mode, how long a
+mutant is expected to take, so the slowest start first, and the least a whole run can take (its floor, which
+`make bench` sets beside the measured time). Pure functions of the baseline's gate times; it knows nothing
+of children or verdicts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from verify.report.verdict import Baseline, matches_gate
 
-__all__ = ["expected_s", "kill_order", "pinned", "pins_first"]
+__all__ = ["expected_s", "floor_s", "kill_order", "pinned", "pins_first"]
 
 
 def pinned(gate_ids: tuple[str, ...], pins: tuple[str, ...]) -> tuple[str, ...]:
@@ -40,3 +43,13 @@ def expected_s(gate_ids: tuple[str, ...], pins: tuple[str, ...], baseline: Basel
         return baseline.duration_of(gate_ids)
     first = pinned(gate_ids, pins)
     return baseline.duration_of((*first, *gate_ids[len(first) : len(first) + 1]))
+
+
+def floor_s(baseline: Baseline, gate_sets: Iterable[tuple[str, ...]], num_jobs: int) -> float:
+    """The least a full-matrix run can take: one run of every baseline gate plus, for each mutant, the gates it
+    must run (`gate_sets`, the selection the run made), each at its baseline time, spread without a gap over
+    `num_jobs` children. Nothing a harness adds is in it: no start-up, fork, import or collection, no
+    confirming child, no idle worker at the end."""
+    total = baseline.duration_of(baseline.gate_ids)
+    total += sum(expected_s(gate_ids, (), baseline, first_kill=False) for gate_ids in gate_sets)
+    return total / max(1, num_jobs)

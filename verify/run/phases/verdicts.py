@@ -51,17 +51,20 @@ def void(run: RunState, culprits: Mapping[str, Sequence[str]]) -> None:
             run.cache.forget(plan.key)
 
 
-def _job(run: RunState, item: Planned, gate_ids: tuple[str, ...], timeout_s: float) -> Job:
+def _job(run: RunState, item: Planned, gate_ids: tuple[str, ...], timeout_s: float, stretch: float = 1.0) -> Job:
     """A child running `gate_ids` against the mutant; in first-kill mode it stops at the first kill once the
-    pinned gates among them ran."""
+    pinned gates among them ran. Each gate has its own deadline, as a job has its budget (`budget` of that gate
+    alone, times `stretch`): a hanging gate ends at its own, and the child moves on, where a job's budget (the
+    sum over its gates) would have let it hang for every gate's share."""
     stop_after = pinned(gate_ids, item.mutation.expect_killed_by) if run.options.first_kill else None
     mutated = ((item.applied.file, item.applied.mutated),)
-    return Job(item.mutation.name, gate_ids, timeout_s, mutated, stop_after=stop_after)
+    deadlines = tuple((g, stretch * budget(run.config, run.baseline, (g,))) for g in gate_ids)
+    return Job(item.mutation.name, gate_ids, timeout_s, mutated, stop_after=stop_after, deadlines=deadlines)
 
 
-def _confirm_budget(timeout_s: float, first: JobResult) -> float:
-    """A crash is confirmed with the same budget, a hang with twice it."""
-    return timeout_s * (2 if any(o.outcome is Outcome.TIMEOUT for o in first.outcomes) else 1)
+def _confirm_stretch(first: JobResult) -> float:
+    """A crash is confirmed with the same budget, a hang with twice it (the job's and each gate's)."""
+    return 2.0 if any(o.outcome is Outcome.TIMEOUT for o in first.outcomes) else 1.0
 
 
 def _verdict_of_attempts(run: RunState, item: Planned, second: JobResult | None) -> MutationResult:
@@ -104,7 +107,8 @@ def _judge_and_confirm(run: RunState, ex: JobExecutor, planned: list[Planned], p
     jobs = []
     for item in again:
         assert item.first is not None
-        jobs.append(_job(run, item, item.gate_ids, _confirm_budget(item.timeout_s, item.first)))
+        stretch = _confirm_stretch(item.first)
+        jobs.append(_job(run, item, item.gate_ids, item.timeout_s * stretch, stretch))
     ex.run(jobs, num_jobs, second_done)
 
 
@@ -158,7 +162,7 @@ def _past_flaky(run: RunState, ex: JobExecutor, progress: Progress) -> None:
     jobs = [_job(run, plan, rest, timeouts[name]) for name, (plan, rest) in redo.items()]
     first = {r.key: r for r in ex.run(jobs, num_jobs, lambda r: progress.advance(r.key))}
     # A crash or hang is confirmed by a second child before it counts, as in the mutation phase.
-    again = [_job(run, redo[name][0], redo[name][1], _confirm_budget(timeouts[name], result))
+    again = [_job(run, redo[name][0], redo[name][1], timeouts[name] * (k := _confirm_stretch(result)), k)
              for name, result in first.items() if needs_second_attempt(result.outcomes)]  # fmt: skip
     second = {r.key: r for r in ex.run(again, num_jobs)} if again else {}
     for name, job in first.items():
