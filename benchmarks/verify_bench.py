@@ -1,7 +1,8 @@
 """The verify tool's cost, like against like, all in one run: one plain pytest run of the gates (the median of
 three spread over the bench), `dflash verify --first-kill --no-cache`, the full matrix (`dflash verify --no-cache`)
-and the full matrix's floor (`verify.run.phases.order.floor_s`: the baseline plus, for every mutation, its selected
-gates' baseline times, over the jobs), with the ratios first-kill / gates, full / gates and full / floor. Then
+and the full matrix's floor (`verify.run.phases.order.floor_s`: one run of the gates plus, for every mutation,
+its selected gates, each at its time in the plain runs, over the jobs), with the ratios first-kill / gates,
+full / gates and full / floor. Then
 the naive way (a fresh pytest process over a private copy with the mutation written in, per mutation, the same
 gates in the same order, stopping at the first failure with `-x`) against `--first-kill` at 1 and 2 workers,
 the naive verdicts checked equal to verify's.
@@ -46,13 +47,21 @@ def _parts() -> set[str]:
     return chosen
 
 
-def baseline_gates_s() -> float:
+def baseline_gates_s(gate_s: list[dict[str, float]] | None = None) -> float:
     """One plain pytest run of every gate on the unmutated tree (a fresh process, as a user's CI runs them): the
-    cost a verify run is measured against."""
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gate", "tests/gates"],
-                   cwd=ROOT, capture_output=True, check=False)  # fmt: skip
-    return time.perf_counter() - start
+    cost a verify run is measured against. Each gate's own time in it is appended to `gate_s` (the floor's unit:
+    untraced, where the baseline's times carry coverage tracing)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        times = Path(tmp) / "gate_times.json"
+        start = time.perf_counter()
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "benchmarks.gate_times"]
+        environment = {**os.environ, "BENCH_GATE_TIMES": str(times)}
+        command += ["-m", "gate", "tests/gates"]
+        subprocess.run(command, cwd=ROOT, capture_output=True, check=False, env=environment)
+        elapsed = time.perf_counter() - start
+        if gate_s is not None and times.is_file():
+            gate_s.append(json.loads(times.read_text()))
+    return elapsed
 
 
 def run_verify(jobs: int, first_kill: bool = True, out: Path | None = None) -> tuple[float, dict]:
@@ -93,16 +102,22 @@ def run_naive(report: dict, workers: int) -> tuple[float, dict[str, bool]]:
     return time.perf_counter() - start, red
 
 
-def full_matrix_floor_s(report_path: Path) -> float:
-    """The floor of the full-matrix run that wrote `report_path`, from what that run measured and chose: its
-    baseline's per-gate times and each mutant's selected gates (`ran`, which in the full matrix is the selection
+def full_matrix_floor_s(report_path: Path, gate_s: dict[str, float]) -> float:
+    """The floor of the full-matrix run that wrote `report_path`: the plain runs' per-gate times (`gate_s`) for
+    one run of every gate and for each mutant's selected gates (`ran`, which in the full matrix is the selection
     the coverage map made), over the jobs it held; cached results cost nothing and are left out."""
     from verify.report.files import read_report
     from verify.run.phases.order import floor_s
 
     report, _, info = read_report(report_path)
     fresh = [m.ran for m in report.mutations if m.ran and not m.cached]
-    return floor_s(report.baseline, fresh, int(info.settings.get("jobs") or 1))
+    return floor_s(gate_s, fresh, int(info.settings.get("jobs") or 1))
+
+
+def _median_times(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Each gate's median time over the plain runs that timed it."""
+    gates = {gate_id for run in runs for gate_id in run}
+    return {g: statistics.median(run[g] for run in runs if g in run) for g in gates}
 
 
 def bench_verify() -> dict:
@@ -110,27 +125,30 @@ def bench_verify() -> dict:
     parts, load_at_start = _parts(), _loadavg()
     # The denominator of every ratio: the median of three plain runs of the gates spread over the bench (one
     # before each verify run, one at the end), so one noisy moment moves neither it nor a ratio much.
-    gate_runs = [baseline_gates_s()]
+    gate_s: list[dict[str, float]] = []
+    gate_runs = [baseline_gates_s(gate_s)]
     figures: dict = {}
     first_kill: tuple[float, dict] | None = None
     if "first_kill" in parts:
         first_kill = run_verify(2)
         figures["first_kill_jobs2_s"], report = first_kill
         figures["num_mutations"], figures["score"] = len(report["mutations"]), report["score"]
-        gate_runs.append(baseline_gates_s())
+        gate_runs.append(baseline_gates_s(gate_s))
     if "full" in parts:
         out = Path(tempfile.mkdtemp()) / "full.json"
         full_s, full = run_verify(2, first_kill=False, out=out)
         figures["full_matrix_jobs2_s"] = full_s
-        figures["full_matrix_floor_s"] = full_matrix_floor_s(out)
+        full_out = out
         if first_kill is not None:
             statuses = {m["name"]: m["status"] for m in full["mutations"]}
             figures["full_matrix_statuses_equal_first_kill"] = statuses == {
                 m["name"]: m["status"] for m in first_kill[1]["mutations"]
             }
-        gate_runs.append(baseline_gates_s())
+        gate_runs.append(baseline_gates_s(gate_s))
     gates_s = figures["gates_s"] = statistics.median(gate_runs)
     figures["gates_runs_s"] = [round(s, 2) for s in gate_runs]
+    if "full" in parts:  # after the last plain run, so the floor's per-gate times are the median of all three
+        figures["full_matrix_floor_s"] = full_matrix_floor_s(full_out, _median_times(gate_s))
     if "first_kill_jobs2_s" in figures:
         figures["first_kill_over_gates"] = figures["first_kill_jobs2_s"] / gates_s
     if "full_matrix_jobs2_s" in figures:

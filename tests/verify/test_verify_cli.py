@@ -53,6 +53,7 @@ def test_exit_2_on_usage_errors(toy_run, cli, args, message) -> None:
         ("mutation_modules", '["no_such_catalog"]', "cannot import mutation module"),
         ("source_roots", '["missing"]', "'missing' does not exist"),
         ("timeout_factor", "0", "timeout_factor must be a positive number"),
+        ("flake_reruns", "-1", "flake_reruns must be an integer >= 0"),
         ("required", '["no-such-mutation"]', "required names unknown mutations: no-such-mutation"),
     ],
     ids=lambda value: str(value).split()[0],

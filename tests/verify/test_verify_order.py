@@ -38,6 +38,7 @@ def test_the_full_matrix_runs_the_pins_first_and_keeps_the_rest_in_collection_or
 def test_the_floor_is_the_baseline_and_each_mutants_selected_gates_over_the_jobs() -> None:
     # 3.6 s of baseline, one mutant reaching SLOW and FAST (3.1 s), one reaching MEDIUM (0.5 s), one unreached.
     selections = [(SLOW, FAST), (MEDIUM,), ()]
-    assert floor_s(BASELINE, selections, 1) == 3.6 + 3.1 + 0.5
-    assert floor_s(BASELINE, selections, 2) == (3.6 + 3.1 + 0.5) / 2
-    assert floor_s(BASELINE, [], 0) == 3.6  # no jobs given: one
+    seconds = {o.gate_id: o.duration_s for o in BASELINE.gates}
+    assert floor_s(seconds, selections, 1) == 3.6 + 3.1 + 0.5
+    assert floor_s(seconds, selections, 2) == (3.6 + 3.1 + 0.5) / 2
+    assert floor_s(seconds, [], 0) == 3.6  # no jobs given: one

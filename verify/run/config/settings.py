@@ -102,10 +102,12 @@ class ProjectConfig:
         "by one of them, or a subclass, caught the bug (status `caught`).",
     )
     # Three in a row catch any gate that fails one run in three or more; one failing at random with
-    # probability p escapes with (1 - p) ** 3.
-    flake_reruns: int = _key(
-        3, "Re-runs, in a row on the unmutated tree, of every gate that turned red: one red there is flaky and "
-        "its kills do not count.",
+    # probability p escapes with (1 - p) ** 3 (one re-run: 1 - p). With --first-kill one re-run is the default:
+    # three re-runs of every killing gate cost more than the mutations themselves there (docs/benchmarks.md).
+    flake_reruns: int | None = _key(
+        None, "Re-runs, in a row on the unmutated tree, of every gate that turned red: one red there is flaky and "
+        "its kills do not count. Default: 3 for the full matrix, 1 with `--first-kill` (its quick partial matrix); "
+        "a value set here applies to both.",
     )  # fmt: skip
     executor: str = _key(
         "fork", "Where children run: `fork` (this machine) or `ray` (a Ray cluster; `pip install "
@@ -134,6 +136,10 @@ class ProjectConfig:
         "killed", "What the CI gate counts as a catch: `killed` (a gate's own check fired: killed or caught) or "
         "`detected` (also crashed and timeout: for a suite whose tests fail by raising). `--count` overrides it.",
     )  # fmt: skip
+
+    def flake_reruns_for(self, first_kill: bool) -> int:
+        """The flake check's re-runs for a run in this mode: the key when set, else 3 (1 with --first-kill)."""
+        return self.flake_reruns if self.flake_reruns is not None else (1 if first_kill else 3)
 
     def __post_init__(self) -> None:
         check_values(self)

@@ -41,7 +41,8 @@ def check_values(config: Any) -> None:
         raise ConfigError('[tool.dflash] gate_marker must be a pytest marker expression, or "" for every test')
     if config.count not in COUNTS:
         raise ConfigError(f"[tool.dflash] count must be one of {', '.join(COUNTS)}, got {config.count!r}")
-    if isinstance(config.flake_reruns, bool) or not isinstance(config.flake_reruns, int) or config.flake_reruns < 0:
+    reruns = config.flake_reruns
+    if reruns is not None and (isinstance(reruns, bool) or not isinstance(reruns, int) or reruns < 0):
         raise ConfigError(f"[tool.dflash] flake_reruns must be an integer >= 0, got {config.flake_reruns!r}")
     if config.executor not in EXECUTORS:
         raise ConfigError(f"[tool.dflash] executor must be one of {', '.join(EXECUTORS)}, got {config.executor!r}")

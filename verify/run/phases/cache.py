@@ -97,13 +97,28 @@ class ResultCache:
         """Drop a verdict found untrustworthy after it was cached (its mutant changed the user's files)."""
         (self.directory / f"{key}.json").unlink(missing_ok=True)
 
-    def get_gate_checks(self, tree: str) -> dict[str, str]:
-        """The gates this tree's flake checks re-ran: {gate id: "" when green on every re-run, else why not}."""
+    def get_gate_checks(self, tree: str, reruns: int) -> dict[str, str]:
+        """The gates this tree's flake checks settled for a run of `reruns` re-runs: {gate id: "" when green on
+        at least that many re-runs, else why not (a red finding stands however few re-runs found it)}."""
         checks = (self._read(f"gatechecks-{tree}") or {}).get("gates", {})
-        return {str(g): str(why) for g, why in checks.items()} if isinstance(checks, dict) else {}
+        if not isinstance(checks, dict):
+            return {}
+        settled = {}
+        for gate_id, entry in checks.items():
+            why, count = entry if isinstance(entry, list) and len(entry) == 2 else (entry, 0)
+            if str(why) or (isinstance(count, int) and count >= reruns):
+                settled[str(gate_id)] = str(why)
+        return settled
 
-    def put_gate_checks(self, tree: str, checks: dict[str, str]) -> None:
-        self._write(f"gatechecks-{tree}", {"gates": {**self.get_gate_checks(tree), **checks}})
+    def put_gate_checks(self, tree: str, checks: dict[str, str], reruns: int) -> None:
+        """Record what `reruns` re-runs found; a gate's entry keeps the most green re-runs any check gave it."""
+        known = (self._read(f"gatechecks-{tree}") or {}).get("gates", {})
+        known = known if isinstance(known, dict) else {}
+        for gate_id, why in checks.items():
+            old = known.get(gate_id)
+            count = old[1] if isinstance(old, list) and len(old) == 2 and isinstance(old[1], int) else 0
+            known[gate_id] = [why, max(count, reruns) if not why else reruns]
+        self._write(f"gatechecks-{tree}", {"gates": known})
 
     def get_self_check(self, tree: str) -> bool:
         return bool((self._read(f"selfcheck-{tree}") or {}).get("passed"))

@@ -1,4 +1,4 @@
-"""The confirmation of kills that statistical gates alone made: the run's phase after the mutations.
+"""The confirmation of kills that statistical gates alone made, in the batch of children after the mutations.
 
 A statistical gate (`[tool.dflash] statistical_gates`) fails by chance at a stated rate (about 1e-3 for
 each of this project's exact gates). A mutant that only reshuffles the random stream the gates draw from
@@ -20,12 +20,12 @@ from typing import Any, Protocol
 
 from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, Status, matches_gate
 from verify.run.config.settings import ProjectConfig
-from verify.run.execution.jobs import Job, JobExecutor, JobResult
-from verify.run.phases.checks import Progress, budget
+from verify.run.execution.jobs import Job, JobResult
+from verify.run.phases.checks import budget
 from verify.run.phases.judge import AGAIN, STATISTICAL_UNCONFIRMED, verdict
 from verify.seeds import CONFIRM_SEED
 
-__all__ = ["AWAITING", "awaits_confirmation", "chance_killers", "confirm_by_seed", "confirm_chance_kills"]
+__all__ = ["AWAITING", "awaits_confirmation", "chance_killers", "chance_confirmations", "confirm_by_seed"]
 
 AWAITING = "red only in statistical gates: to be confirmed on an independent gate seed"
 
@@ -100,12 +100,12 @@ def confirm_by_seed(
     return tuple(resolved)
 
 
-def confirm_chance_kills(
-    run: Run, ex: JobExecutor, progress: Progress, job: Callable[[Any, tuple[str, ...], float], Job]
-) -> None:
-    """Run every provisional kill's killers again on gate seed CONFIRM_SEED (first-kill mode: with the gates
-    its first child never reached) and record the verdict that follows. `job(plan, gate_ids, budget)` is the
-    child that runs `gate_ids` against the plan's mutant on the first seed."""
+def chance_confirmations(
+    run: Run, job: Callable[[Any, tuple[str, ...], float], Job]
+) -> tuple[list[Job], Callable[[JobResult], None]]:
+    """The children that run every provisional kill's killers again on gate seed CONFIRM_SEED (first-kill
+    mode: with the gates its first child never reached), and what records the verdict that follows from one.
+    `job(plan, gate_ids, budget)` is the child that runs `gate_ids` against the plan's mutant on the first seed."""
     statistical = run.config.statistical_gates
     pending: dict[str, tuple[str, ...]] = {}
     for name, result in run.results.items():
@@ -113,22 +113,18 @@ def confirm_chance_kills(
             reached = {o.gate_id for o in result.outcomes}
             killers = chance_killers(result, statistical)
             pending[name] = tuple(g for g in run.plans[name].gate_ids if g in killers or g not in reached)
-    if not pending:
-        return
 
     def done(again: JobResult) -> None:
-        progress.advance(f"{again.key} (on gate seed {CONFIRM_SEED})")
         first = run.results[again.key]
         outcomes = confirm_by_seed(first.outcomes, chance_killers(first, statistical), again.outcomes, CONFIRM_SEED)
         ran = tuple(dict.fromkeys((*first.ran, *(o.gate_id for o in again.outcomes))))
         duration, attempts = first.duration_s + again.duration_s, first.attempts + 1
         run.add(verdict(first.name, outcomes, ran, duration, attempts, frozenset(run.flaky)), run.plans[again.key].key)
 
-    progress.phase("confirming statistical kills", len(pending))
     jobs = [
         dataclasses.replace(
             job(run.plans[name], gate_ids, budget(run.config, run.baseline, gate_ids)), gate_seed=CONFIRM_SEED
         )
         for name, gate_ids in pending.items()
     ]
-    ex.run(jobs, run.num_jobs, done)
+    return jobs, done

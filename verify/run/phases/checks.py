@@ -12,6 +12,7 @@ on the pristine tree; one red there is flaky, and its kills are not counted. Ret
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from verify.report.decode import baseline_from_dict
@@ -21,7 +22,7 @@ from verify.run.config.settings import ProjectConfig
 from verify.run.execution.jobs import Job, JobExecutor, JobResult
 from verify.run.phases import cache as cache_mod
 
-__all__ = ["BaselineError", "HarnessError", "Progress", "Silent", "budget", "find_flaky", "run_pristine"]
+__all__ = ["BaselineError", "HarnessError", "Progress", "Silent", "budget", "flake_jobs", "flaky_in", "run_pristine"]
 
 
 class BaselineError(Exception):
@@ -237,25 +238,25 @@ def _balanced(gate_ids: tuple[str, ...], baseline: Baseline, count: int) -> list
     return [tuple(g for g in gate_ids if g in part) for part in slices if part]
 
 
-def find_flaky(
-    ex: JobExecutor, baseline: Baseline, gate_ids: set[str], num_jobs: int, progress: Progress
-) -> dict[str, str]:
-    """Re-run `gate_ids` on the pristine tree `flake_reruns` times; {gate id: what it did} for each not green."""
-    reruns = ex.config.flake_reruns
+def flake_jobs(config: ProjectConfig, baseline: Baseline, gate_ids: set[str], num_jobs: int, reruns: int) -> list[Job]:
+    """The children that re-run `gate_ids` on the pristine tree `reruns` times (keys "_pristine-..."): each re-run
+    split into one slice per worker, slices balanced by baseline time, so the workers finish the re-runs
+    together instead of idling while one child runs a whole re-run alone."""
     ordered = tuple(g for g in baseline.gate_ids if g in gate_ids)
     if not ordered or reruns == 0:
-        return {}
-    # Each re-run split into one slice per worker, slices balanced by baseline time: the workers finish the
-    # re-runs together instead of idling while one child runs a whole re-run alone.
+        return []
     slices = _balanced(ordered, baseline, max(1, min(num_jobs, len(ordered))))
-    jobs = [
-        Job(f"_pristine-{i + 1}" + (f".{k + 1}" if len(slices) > 1 else ""), part, budget(ex.config, baseline, part))
+    return [
+        Job(f"_pristine-{i + 1}" + (f".{k + 1}" if len(slices) > 1 else ""), part, budget(config, baseline, part))
         for i in range(reruns)
         for k, part in enumerate(slices)
     ]
-    progress.phase("flake check", len(jobs))
+
+
+def flaky_in(reruns: Iterable[JobResult]) -> dict[str, str]:
+    """{gate id: what it did} for each gate red or hung in a pristine re-run (`flake_jobs`' results)."""
     flaky: dict[str, str] = {}
-    for run in ex.run(jobs, num_jobs, lambda r: progress.advance(r.key.lstrip("_"))):
+    for run in reruns:
         for outcome in run.outcomes:
             # Red or hung with nothing mutated is flaky; a gate that did not run says nothing either way.
             if outcome.outcome.is_red and outcome.gate_id not in flaky:

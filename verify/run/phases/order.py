@@ -1,12 +1,12 @@
 """The order of things in a verify run: which of a mutant's gates run first in first-kill mode, how long a
 mutant is expected to take, so the slowest start first, and the least a whole run can take (its floor, which
-`make bench` sets beside the measured time). Pure functions of the baseline's gate times; it knows nothing
+`make bench` sets beside the measured time). Pure functions of gate times; it knows nothing
 of children or verdicts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from verify.report.verdict import Baseline, matches_gate
 
@@ -45,11 +45,12 @@ def expected_s(gate_ids: tuple[str, ...], pins: tuple[str, ...], baseline: Basel
     return baseline.duration_of((*first, *gate_ids[len(first) : len(first) + 1]))
 
 
-def floor_s(baseline: Baseline, gate_sets: Iterable[tuple[str, ...]], num_jobs: int) -> float:
-    """The least a full-matrix run can take: one run of every baseline gate plus, for each mutant, the gates it
-    must run (`gate_sets`, the selection the run made), each at its baseline time, spread without a gap over
+def floor_s(gate_s: Mapping[str, float], gate_sets: Iterable[tuple[str, ...]], num_jobs: int) -> float:
+    """The least a full-matrix run can take: one run of every gate (`gate_s`: gate id -> seconds, best taken
+    from a plain, untraced pytest run, since the baseline's own times include coverage tracing) plus, for each
+    mutant, the gates it must run (`gate_sets`, the selection the run made), spread without a gap over
     `num_jobs` children. Nothing a harness adds is in it: no start-up, fork, import or collection, no
     confirming child, no idle worker at the end."""
-    total = baseline.duration_of(baseline.gate_ids)
-    total += sum(expected_s(gate_ids, (), baseline, first_kill=False) for gate_ids in gate_sets)
+    total = sum(gate_s.values())
+    total += sum(gate_s.get(gate_id, 0.0) for gate_ids in gate_sets for gate_id in gate_ids)
     return total / max(1, num_jobs)

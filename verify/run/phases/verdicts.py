@@ -1,6 +1,7 @@
 """A mutation's verdict, from its first child to the report: the one place that shows the sequence.
 
-The rules, in the order they apply (`settle` runs steps 1 to 5 in this order; `void` is step 6):
+The rules, in the order they apply (`settle` runs steps 1 to 5 in this order, 3 and 4 in one batch of children,
+since neither needs the other's result to run; `void` is step 6):
 
 1. judge: the first child's outcomes make the verdict when they are conclusive: a gate green, or red by its own
    check (`judge.verdict`). Evidence is only what a gate's check said.
@@ -8,8 +9,9 @@ The rules, in the order they apply (`settle` runs steps 1 to 5 in this order; `v
    same budget; twice it for a hang): what the harness suffers once is not evidence (`judge.resolve`).
 3. chance: a kill made by statistical gates alone is provisional until its killers fail again on an independent
    gate seed (`chance`): a gate that fails by chance must not kill.
-4. flaky: every gate that turned a verdict red is re-run on the pristine tree; one red there is flaky and is left
-   out of every verdict it touched (rejudged, never cached): a flaky gate's red is no kill.
+4. flaky: every gate that turned a verdict red is re-run on the pristine tree (`flake_reruns` times: 3, 1 with
+   --first-kill); one red there is flaky and is left out of every verdict it touched (rejudged, never
+   cached): a flaky gate's red is no kill.
 5. past flaky: in first-kill mode, a survivor whose child stopped at a gate later found flaky was judged on the
    gates before it alone; it runs the gates it never reached.
 6. void: a mutant that changed the user's files gets no verdict at all (the tree guard names it).
@@ -25,11 +27,12 @@ from collections.abc import Mapping, Sequence
 
 from verify.report.verdict import MutationResult, Outcome, Status
 from verify.run.execution.jobs import Job, JobExecutor, JobResult
-from verify.run.phases.chance import confirm_chance_kills
-from verify.run.phases.checks import Progress, budget, find_flaky
+from verify.run.phases.chance import chance_confirmations
+from verify.run.phases.checks import Progress, budget, flake_jobs, flaky_in
 from verify.run.phases.judge import needs_second_attempt, resolve, verdict, voided
 from verify.run.phases.order import pinned
 from verify.run.phases.state import Planned, RunState
+from verify.seeds import CONFIRM_SEED
 
 __all__ = ["settle", "void"]
 
@@ -37,8 +40,7 @@ __all__ = ["settle", "void"]
 def settle(run: RunState, ex: JobExecutor, planned: list[Planned], tree: str, progress: Progress) -> None:
     """Steps 1 to 5 for every planned mutation, in order; each final verdict is recorded as it is reached."""
     _judge_and_confirm(run, ex, planned, progress)  # 1, 2
-    confirm_chance_kills(run, ex, progress, functools.partial(_job, run))  # 3
-    _flake_check(run, ex, tree, progress)  # 4
+    _confirm_kills(run, ex, tree, progress)  # 3 and 4, in one batch of children
     _past_flaky(run, ex, progress)  # 5
 
 
@@ -112,17 +114,34 @@ def _judge_and_confirm(run: RunState, ex: JobExecutor, planned: list[Planned], p
     ex.run(jobs, num_jobs, second_done)
 
 
-def _flake_check(run: RunState, ex: JobExecutor, tree: str, progress: Progress) -> None:
-    """Re-runs on the pristine tree every gate that turned any result red, fresh or from the cache, unless an
-    earlier run's flake check already re-ran it on this tree (its finding is kept in the cache: a kill cached
-    before its gate was found flaky must not come back as a kill on the next run). Rejudges every result a
-    flaky gate turned red."""
-    known = run.cache.get_gate_checks(tree)
-    red = {o.gate_id for result in run.results.values() for o in result.outcomes if o.outcome.is_red}
-    unchecked = red - set(known)
-    found = find_flaky(ex, run.baseline, unchecked, run.num_jobs, progress)
+def _confirm_kills(run: RunState, ex: JobExecutor, tree: str, progress: Progress) -> None:
+    """Steps 3 and 4 in one batch of children, since neither needs the other's result to run: the statistical
+    kills' second seed, and the flake check's pristine re-runs of every gate that turned any result red.
+
+    The flake check re-runs a gate unless an earlier run's flake check on this tree already did, as many times
+    (its finding is kept in the cache: a kill cached before its gate was found flaky must not come back as a
+    kill on the next run). Then every result a flaky gate turned red is rejudged."""
+    chance_jobs, confirmed = chance_confirmations(run, functools.partial(_job, run))
+    reruns = run.config.flake_reruns_for(run.options.first_kill)
+    known = run.cache.get_gate_checks(tree, reruns)
+    unchecked = _red(run) - set(known)  # before the second seed: a kill it does not confirm was red all the same
+    pristine = flake_jobs(run.config, run.baseline, unchecked, run.num_jobs, reruns)
+    seeded = {job.key for job in chance_jobs}
+
+    def done(result: JobResult) -> None:
+        if result.key in seeded:
+            progress.advance(f"{result.key} (on gate seed {CONFIRM_SEED})")
+            confirmed(result)
+        else:
+            progress.advance(result.key.lstrip("_"))
+
+    if chance_jobs or pristine:
+        progress.phase("confirming kills" if chance_jobs else "flake check", len(chance_jobs) + len(pristine))
+    results = ex.run([*chance_jobs, *pristine], run.num_jobs, done)
+    found = flaky_in(r for r in results if r.key not in seeded)
     checked = {gate_id: found.get(gate_id, "") for gate_id in unchecked}
-    run.cache.put_gate_checks(tree, checked)  # only once every re-run finished: an interrupt leaves it unchecked
+    run.cache.put_gate_checks(tree, checked, reruns)  # only once every re-run finished: an interrupt leaves it
+    red = _red(run)
     run.flaky = {gate_id: why for gate_id, why in {**known, **checked}.items() if why and gate_id in red}
     if not run.flaky:
         return
@@ -133,6 +152,10 @@ def _flake_check(run: RunState, ex: JobExecutor, tree: str, progress: Progress) 
             # Never cached: a flaky gate makes this tree's verdicts provisional.
             run.results[name] = dataclasses.replace(rejudged, cached=result.cached)
     run.on_report(run.report())
+
+
+def _red(run: RunState) -> set[str]:
+    return {o.gate_id for result in run.results.values() for o in result.outcomes if o.outcome.is_red}
 
 
 def _past_flaky(run: RunState, ex: JobExecutor, progress: Progress) -> None:
