@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from verify.cli import app
 from verify.mutation import all_mutations
 from verify.observe.api import NoObserverError, SessionOptions, explain_overrides
+from verify.observe.session import ObserveJob
 from verify.report.files import Detail, read_report, write_json
 from verify.report.stryker import to_stryker
 from verify.report.verdict import Baseline, MutationResult, RunReport, Status
@@ -82,6 +83,11 @@ def test_bad_input_is_refused_by_name(toy: Path) -> None:
         explain_overrides(load_config(toy), {"x": {}})
     done = runner.invoke(app, ["verify", "explain", "scale-off", "--project", str(toy)])
     assert done.exit_code == 2 and "observe = 'mypkg.observe:make_observer'" in done.output
+
+
+def test_an_observation_job_refuses_an_observer_that_is_not_module_function(toy: Path) -> None:
+    with pytest.raises(ValueError, match="observe_spec must be 'module:function', got 'toy.observe'"):
+        ObserveJob(toy, ("toy/arith.py",), (".",), ("toy",), "toy.observe", {})
 
 
 def test_survivors_carry_their_explanation_into_every_report(toy: Path) -> None:

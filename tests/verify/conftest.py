@@ -2,13 +2,16 @@
 
 `toy_run` runs `dflash verify` once per session on a private copy of the toy project (every
 verdict, every report format); tests that need another run copy the toy again with `toy_copy`.
+`hostile_project` writes the small project hostile mutants run against, with the records each test needs.
 Helpers are handed out as fixtures: tests/ is not a package, so test modules import nothing from here.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +19,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from verify.cli.verify import verify_app
-from verify.mutation import reset_registry
+from verify.mutation import Mutation, reset_registry
 from verify.report.files import read_json
 from verify.report.verdict import RunReport
 from verify.run.phases.cache import CACHE_DIR
@@ -101,3 +104,54 @@ def hash_tree():
 def cli():
     """Invoke `dflash verify` (the verify sub-app) with string arguments, like the shell would."""
     return invoke
+
+
+@dataclass(frozen=True)
+class HostileProject:
+    """A project of the tests' own at `root`: the package `hostile`, its gates under tests/gates, its mutations in
+    hostile_mutations.py. Beside it, `shared`: the one folder outside its copy a confined child may write (declared
+    `writable`), where hostile mutants and gates leave what they did for the test to read."""
+
+    root: Path
+
+    @property
+    def shared(self) -> Path:
+        return self.root.parent / "shared"
+
+    def write(
+        self,
+        *,
+        core: str,
+        gates: Mapping[str, str],
+        mutations: Iterable[Mutation],
+        settings: Mapping[str, object],
+        modules: Mapping[str, str] | None = None,
+    ) -> HostileProject:
+        """hostile/core.py is `core`; `gates` and `modules` are further files under tests/gates and hostile (name ->
+        text); `settings` are `[tool.dflash]` keys beside the ones every hostile project has."""
+        self.shared.mkdir(exist_ok=True)  # two projects in one test share it
+        package, gate_dir = self.root / "hostile", self.root / "tests" / "gates"
+        package.mkdir(parents=True)
+        gate_dir.mkdir(parents=True)
+        for folder, files in ((package, {"__init__.py": "", "core.py": core, **(modules or {})}), (gate_dir, gates)):
+            for name, text in files.items():
+                (folder / name).write_text(text)
+        # A Mutation's repr is the call that makes it: the catalog registers exactly the records given.
+        records = "".join(f"    {mutation!r},\n" for mutation in mutations)
+        (self.root / "hostile_mutations.py").write_text(
+            f"from verify.mutation import Mutation, register\n\nregister(\n{records})\n"
+        )
+        keys = {**settings, "writable": [str(self.shared)]}
+        # JSON's numbers, strings and lists of strings are TOML's too.
+        table = "".join(f"{key} = {json.dumps(value)}\n" for key, value in keys.items())
+        (self.root / "pyproject.toml").write_text(
+            '[tool.pytest.ini_options]\nmarkers = ["gate: a gate"]\n\n[tool.dflash]\n'
+            'mutation_modules = ["hostile_mutations"]\ngates = ["tests/gates"]\nsource_roots = ["hostile"]\n' + table
+        )
+        return self
+
+
+@pytest.fixture
+def hostile_project():
+    """A factory: `hostile_project(root).write(...)` (HostileProject); the root's parent holds its `shared` folder."""
+    return HostileProject

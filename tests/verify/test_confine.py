@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from verify.mutation import Mutation
 from verify.report.files import read_json
 from verify.report.verdict import Status
 from verify.run.sandbox.confine import probe
@@ -83,30 +84,26 @@ def _escapes(root: Path, home: Path, shared: Path) -> dict[str, str]:
     }
 
 
-def _project(base: Path, names: list[str], jobs: int) -> tuple[Path, Path, Path]:
-    root, home, shared = base / "project", base / "home", base / "shared"
-    (root / "hostile").mkdir(parents=True)
-    (root / "tests" / "gates").mkdir(parents=True)
+def _project(make, base: Path, names: list[str], jobs: int) -> tuple[Path, Path, Path]:
+    project, home = make(base / "project"), base / "home"
+    root, shared = project.root, project.shared
     home.mkdir()
-    shared.mkdir()
     (home / ".bashrc").write_text("# the user's\n")
-    (root / "hostile" / "__init__.py").write_text("")
-    (root / "hostile" / "core.py").write_text(CORE)
-    (root / "tests" / "gates" / "test_core.py").write_text(GATES)
     escapes = _escapes(root, home, shared)
-    records = "".join(
-        f"    Mutation({name!r}, 'escape: {name}', 'hostile/core.py', 'return a + b',\n"
-        f"             {'import os, subprocess, tempfile; ' + escapes[name] + chr(10) + '    return a + b'!r}),\n"
-        for name in names
-    )
-    (root / "hostile_mutations.py").write_text(
-        f"from verify.mutation import Mutation, register\n\nregister(\n{records})\n"
-    )
-    (root / "pyproject.toml").write_text(
-        '[tool.pytest.ini_options]\nmarkers = ["gate: a gate"]\n\n[tool.dflash]\n'
-        'mutation_modules = ["hostile_mutations"]\ngates = ["tests/gates"]\nsource_roots = ["hostile"]\n'
-        f"jobs = {jobs}\ntimeout_factor = 5.0\ntimeout_min_s = 5.0\nflake_reruns = 1\npreload = []\n"
-        f"writable = [{str(shared)!r}]\n"
+    project.write(
+        core=CORE,
+        gates={"test_core.py": GATES},
+        mutations=[
+            Mutation(
+                name,
+                f"escape: {name}",
+                "hostile/core.py",
+                "return a + b",
+                "import os, subprocess, tempfile; " + escapes[name] + "\n    return a + b",
+            )
+            for name in names
+        ],
+        settings={"jobs": jobs, "timeout_factor": 5.0, "timeout_min_s": 5.0, "flake_reruns": 1, "preload": []},
     )
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     return root, home, shared
@@ -135,10 +132,10 @@ REFUSED = ["writes-root", "writes-git", "writes-home", "renames", "unlinks", "tr
            "via-proc", "via-shell"]  # fmt: skip
 
 
-def test_confined_mutants_cannot_write_outside_their_copy(tmp_path, cli, monkeypatch) -> None:
+def test_confined_mutants_cannot_write_outside_their_copy(tmp_path, cli, monkeypatch, hostile_project) -> None:
     assert probe().active, "this machine's kernel has Landlock (6.x with it enabled): confinement must be on"
     names = [*REFUSED, "detaches", "deep-chain", "writes-own"]
-    root, home, shared = _project(tmp_path, names, jobs=2)
+    root, home, shared = _project(hostile_project, tmp_path, names, jobs=2)
     monkeypatch.setenv("HOME", str(home))
     before = _digest(root, home)
     result = cli("--project", str(root), "--json", str(tmp_path / "r.json"))
@@ -157,11 +154,13 @@ def test_confined_mutants_cannot_write_outside_their_copy(tmp_path, cli, monkeyp
     assert _digest(root, home) == before  # byte for byte and mode for mode, .git and the home included
 
 
-def test_unconfined_changes_are_harness_errors_naming_file_and_mutant(tmp_path, cli, monkeypatch) -> None:
+def test_unconfined_changes_are_harness_errors_naming_file_and_mutant(
+    tmp_path, cli, monkeypatch, hostile_project
+) -> None:
     monkeypatch.setenv("DFLASH_CONFINE", "off")
     names = ["writes-root", "writes-git", "writes-home", "chmods", "via-shell", "plants-bytecode", "detaches",
              "deep-chain"]  # fmt: skip
-    root, home, shared = _project(tmp_path, names, jobs=1)
+    root, home, shared = _project(hostile_project, tmp_path, names, jobs=1)
     monkeypatch.setenv("HOME", str(home))
     result = cli("--project", str(root), "--json", str(tmp_path / "r.json"))
     assert result.exit_code == 4, result.output
@@ -187,10 +186,10 @@ def test_unconfined_changes_are_harness_errors_naming_file_and_mutant(tmp_path, 
     _assert_detached_killed(shared, root)
 
 
-def test_what_a_job_started_ends_with_the_job_not_with_the_run(tmp_path, cli, monkeypatch) -> None:
+def test_what_a_job_started_ends_with_the_job_not_with_the_run(tmp_path, cli, monkeypatch, hostile_project) -> None:
     # The daemon's job ends at once; the other job runs 3 s more. Killed only at the run's end, the daemon would
     # write at 1 s, while the other job ran (and its change to the user's files be laid at that job's door).
-    root, home, shared = _project(tmp_path, ["daemon-writes-later", "keeps-the-run-going"], jobs=2)
+    root, home, shared = _project(hostile_project, tmp_path, ["daemon-writes-later", "keeps-the-run-going"], jobs=2)
     monkeypatch.setenv("HOME", str(home))
     started = time.monotonic()
     result = cli("--project", str(root), "--json", str(tmp_path / "r.json"))

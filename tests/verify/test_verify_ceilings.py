@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from verify.mutation import Mutation
 from verify.report.crashes import CrashKind
 from verify.report.files import read_json
 from verify.report.matrix import LEGEND, build_matrix
@@ -97,31 +98,18 @@ MUTATIONS = {
 }
 
 
-def _project(tmp_path: Path, names: list[str]) -> tuple[Path, Path]:
-    root, shared = tmp_path / "p", tmp_path / "shared"
-    shared.mkdir()
-    (root / "hostile").mkdir(parents=True)
-    (root / "hostile" / "__init__.py").write_text("")
-    (root / "hostile" / "core.py").write_text(CORE)
-    (root / "hostile" / "evil.py").write_text(EVIL)
-    (root / "tests" / "gates").mkdir(parents=True)
-    (root / "tests" / "gates" / "test_core.py").write_text(GATES)
-    records = "".join(
-        f"    Mutation({name!r}, 'hostile: {name}', 'hostile/core.py', {MUTATIONS[name][0]!r}, "
-        f"{MUTATIONS[name][1]!r}),\n"
-        for name in names
-    )
-    (root / "hostile_mutations.py").write_text(
-        f"from verify.mutation import Mutation, register\n\nregister(\n{records})\n"
-    )
-    (root / "pyproject.toml").write_text(
-        '[tool.pytest.ini_options]\nmarkers = ["gate: a gate"]\n\n[tool.dflash]\n'
-        'mutation_modules = ["hostile_mutations"]\ngates = ["tests/gates"]\nsource_roots = ["hostile"]\n'
-        "jobs = 2\ntimeout_factor = 5.0\ntimeout_min_s = 20.0\nflake_reruns = 1\npreload = []\n"
-        "memory_factor = 1.0\nmemory_min_mb = 256\nprocesses_max = 8\nfile_max_mb = 1\n"
-        f"writable = [{str(shared)!r}]\n"
-    )
-    return root, shared
+def _project(make, tmp_path: Path, names: list[str]) -> tuple[Path, Path]:
+    project = make(tmp_path / "p").write(
+        core=CORE,
+        gates={"test_core.py": GATES},
+        modules={"evil.py": EVIL},
+        mutations=[Mutation(name, f"hostile: {name}", "hostile/core.py", *MUTATIONS[name]) for name in names],
+        settings={
+            "jobs": 2, "timeout_factor": 5.0, "timeout_min_s": 20.0, "flake_reruns": 1, "preload": [],
+            "memory_factor": 1.0, "memory_min_mb": 256, "processes_max": 8, "file_max_mb": 1,
+        },
+    )  # fmt: skip
+    return project.root, project.shared
 
 
 def _gone(pid: int) -> bool:
@@ -133,9 +121,9 @@ def _gone(pid: int) -> bool:
 
 
 def test_a_memory_hog_a_fork_bomb_and_a_disk_filler_crash_by_name_and_their_siblings_keep_their_verdicts(
-    tmp_path, cli, monkeypatch
+    tmp_path, cli, monkeypatch, hostile_project
 ) -> None:
-    root, shared = _project(tmp_path, list(MUTATIONS))
+    root, shared = _project(hostile_project, tmp_path, list(MUTATIONS))
     monkeypatch.setenv("HOSTILE_SHARED", str(shared))
     # What the harness holds and no child may see, beside a setting of the user's a gate may read.
     for name, value in (

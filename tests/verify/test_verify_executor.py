@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 
 import pytest
 
+from verify.mutation import Mutation
+from verify.report.verdict import MutationResult, Status
 from verify.run.config.catalog import load_mutations
 from verify.run.config.project import project_files
 from verify.run.config.settings import ConfigError, load_config
 from verify.run.execution.fork import Executor, Job
+from verify.run.phases import cache as cache_mod
 from verify.run.phases.cache import ResultCache, tree_digest
 from verify.run.phases.checks import run_pristine
 from verify.run.phases.coverage_map import CoverageMap
@@ -97,6 +101,32 @@ def test_tree_digest_follows_source_edits(toy_copy) -> None:
     assert tree_digest(config) == before
     (root / "toy" / "text.py").write_text((root / "toy" / "text.py").read_text() + "\n# edited\n")
     assert tree_digest(config) != before
+
+
+@pytest.mark.parametrize(
+    ("seam", "other"),
+    [
+        ("python_version", lambda: "3.10"),
+        ("package_version", lambda module: "2.5.0" if module == "torch" else cache_mod.metadata.version(module)),
+        ("package_version", lambda module: "1.26.0" if module == "numpy" else cache_mod.metadata.version(module)),
+    ],
+    ids=["another-python", "another-torch", "another-preloaded-package"],
+)
+def test_a_verdict_cached_under_another_python_or_package_version_is_a_miss(toy_copy, monkeypatch, seam, other):
+    # The toy preloads numpy (as a project preloads its engine's libraries); torch is keyed whether preloaded or not.
+    root = toy_copy()
+    config = dataclasses.replace(load_config(root), preload=("numpy.random",))
+    mutation = Mutation("mul-adds", "a product summed", ARITH, "return a * b", "return a + b")
+    cache = ResultCache(root)
+    cache.put(ResultCache.key(tree_digest(config), mutation, False), MutationResult("mul-adds", Status.KILLED))
+    hit = cache.get(ResultCache.key(tree_digest(config), mutation, False))
+    assert hit is not None and hit.cached and hit.status is Status.KILLED  # the same interpreter replays it
+    facts = cache_mod.interpreter_facts(config)
+    assert facts[0] == f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert [top for top, _ in facts[1]] == ["numpy", "torch"] and all(version for _, version in facts[1]), facts
+    monkeypatch.setattr(cache_mod, seam, other)
+    assert cache_mod.interpreter_facts(config) != facts
+    assert cache.get(ResultCache.key(tree_digest(config), mutation, False)) is None
 
 
 def test_config_defaults_and_package_catalog(tmp_path) -> None:

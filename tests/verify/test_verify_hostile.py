@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from verify.mutation import Mutation
 from verify.report.files import read_json
 from verify.report.verdict import Status
 
@@ -130,51 +131,46 @@ EXPECTED = {
 
 
 def _write_project(
-    root: Path, names: list[str], *, flaky: bool = False, jobs: int = 2, gate_sleep: float = 0, draws: bool = False
+    make,
+    root: Path,
+    names: list[str],
+    *,
+    flaky: bool = False,
+    jobs: int = 2,
+    gate_sleep: float = 0,
+    draws: bool = False,
 ) -> Path:
-    # The flaky and random gates keep their counters in a folder beside the project, declared writable: a
+    # The flaky and random gates keep their counters in the folder beside the project, declared writable: a
     # confined child may write nothing else outside its own copy.
-    shared = root.parent / "shared"
-    shared.mkdir(exist_ok=True)
-    (root / "hostile").mkdir(parents=True)
-    (root / "hostile" / "__init__.py").write_text("")
-    (root / "hostile" / "core.py").write_text(CORE)
-    gates = root / "tests" / "gates"
-    gates.mkdir(parents=True)
     body = (
         GATES
         if not gate_sleep
         else GATES.replace("def test_add():", f"def test_add():\n    __import__('time').sleep({gate_sleep})")
     )
-    (gates / "test_core.py").write_text(body)
+    gates = {"test_core.py": body}
     if flaky:
-        (gates / "test_flaky.py").write_text(FLAKY_GATE)
+        gates["test_flaky.py"] = FLAKY_GATE
     if draws:
-        (gates / "test_draws.py").write_text(RANDOM_GATE)
-    records = "".join(
-        f"    Mutation({name!r}, 'hostile: {name}', 'hostile/core.py', {anchor!r}, {replacement!r}),\n"
-        for name, (anchor, replacement) in ((n, MUTATIONS[n]) for n in names)
-    )
-    (root / "hostile_mutations.py").write_text(
-        f"from verify.mutation import Mutation, register\n\nregister(\n{records})\n"
-    )
-    (root / "pyproject.toml").write_text(
-        '[tool.pytest.ini_options]\nmarkers = ["gate: a gate"]\n\n[tool.dflash]\n'
-        'mutation_modules = ["hostile_mutations"]\ngates = ["tests/gates"]\nsource_roots = ["hostile"]\n'
-        f"jobs = {jobs}\ntimeout_factor = 5.0\ntimeout_min_s = 3.0\nflake_reruns = 3\n"
-        f"preload = {['numpy.random'] if draws else []}\n"
-        'invariant_errors = ["hostile.core.InvariantBroken"]\n'
-        f"writable = [{str(shared)!r}]\n"
-    )
-    return root
+        gates["test_draws.py"] = RANDOM_GATE
+    return make(root).write(
+        core=CORE,
+        gates=gates,
+        mutations=[Mutation(name, f"hostile: {name}", "hostile/core.py", *MUTATIONS[name]) for name in names],
+        settings={
+            "jobs": jobs, "timeout_factor": 5.0, "timeout_min_s": 3.0, "flake_reruns": 3,
+            "preload": ["numpy.random"] if draws else [], "invariant_errors": ["hostile.core.InvariantBroken"],
+        },
+    ).root  # fmt: skip
 
 
 def _statuses(path: Path) -> dict[str, Status]:
     return {r.name: r.status for r in read_json(path)[0].mutations}
 
 
-def test_hostile_mutants_get_honest_verdicts_and_cannot_touch_each_other(tmp_path, cli, hash_tree) -> None:
-    root = _write_project(tmp_path / "p", list(MUTATIONS))
+def test_hostile_mutants_get_honest_verdicts_and_cannot_touch_each_other(
+    tmp_path, cli, hash_tree, hostile_project
+) -> None:
+    root = _write_project(hostile_project, tmp_path / "p", list(MUTATIONS))
     before = hash_tree(root)
     result = cli("--project", str(root), "--json", str(tmp_path / "r.json"))
     report = read_json(tmp_path / "r.json")[0]
@@ -191,7 +187,7 @@ def test_hostile_mutants_get_honest_verdicts_and_cannot_touch_each_other(tmp_pat
 
     # A mutant that deleted a gate file in its copy changed nobody else's verdict: the same run without it.
     others = [n for n in MUTATIONS if n not in ("deletes-gate-file", "sleeps")]
-    alone = _write_project(tmp_path / "q", others)
+    alone = _write_project(hostile_project, tmp_path / "q", others)
     cli("--project", str(alone), "--json", str(tmp_path / "q.json"))
     assert _statuses(tmp_path / "q.json") == {n: EXPECTED[n] for n in others}
 
@@ -203,9 +199,11 @@ def test_hostile_mutants_get_honest_verdicts_and_cannot_touch_each_other(tmp_pat
         assert not second[name].cached and second[name].status is EXPECTED[name]
 
 
-def test_a_gate_failing_one_run_in_three_is_flaky_and_its_kills_do_not_count(tmp_path, cli, monkeypatch) -> None:
+def test_a_gate_failing_one_run_in_three_is_flaky_and_its_kills_do_not_count(
+    tmp_path, cli, monkeypatch, hostile_project
+) -> None:
     monkeypatch.setenv("HOSTILE_COUNTER", str(tmp_path / "shared" / "counter"))
-    root = _write_project(tmp_path / "p", ["changes-nothing", "assertion-kill"], flaky=True, jobs=1)
+    root = _write_project(hostile_project, tmp_path / "p", ["changes-nothing", "assertion-kill"], flaky=True, jobs=1)
     result = cli("--project", str(root), "--json", str(tmp_path / "r.json"))
     report = read_json(tmp_path / "r.json")[0]
     assert [g for g, _ in report.flaky_gates] == ["tests/gates/test_flaky.py::test_sometimes"], result.output
@@ -225,13 +223,13 @@ def test_a_gate_failing_one_run_in_three_is_flaky_and_its_kills_do_not_count(tmp
     assert "test_flaky" not in " ".join(cached["assertion-kill"].killed_by)
 
 
-def test_first_kill_by_a_flaky_gate_runs_the_mutant_on_past_it(tmp_path, cli, monkeypatch) -> None:
+def test_first_kill_by_a_flaky_gate_runs_the_mutant_on_past_it(tmp_path, cli, monkeypatch, hostile_project) -> None:
     # A gate green on the unmutated baseline that then fails every other run, the mutant's first. It is the
     # fastest gate reaching `assertion-kill`, so first-kill mode stops that mutant at its red; the flake check
     # then finds it flaky. Judged on the gates before it alone, the mutant would "survive"; it must run on and
     # die to test_add.
     monkeypatch.setenv("HOSTILE_COUNTER", str(tmp_path / "shared" / "counter"))
-    root = _write_project(tmp_path / "p", ["assertion-kill"], flaky=True, jobs=1, gate_sleep=0.3)
+    root = _write_project(hostile_project, tmp_path / "p", ["assertion-kill"], flaky=True, jobs=1, gate_sleep=0.3)
     gate = root / "tests" / "gates" / "test_flaky.py"
     gate.write_text(gate.read_text().replace("count < 2 or count % 3 != 2", "count % 2 == 0"))
     result = cli("--project", str(root), "--first-kill", "--json", str(tmp_path / "r.json"))
@@ -243,12 +241,14 @@ def test_first_kill_by_a_flaky_gate_runs_the_mutant_on_past_it(tmp_path, cli, mo
     assert mutant.killed_by == ("tests/gates/test_core.py::test_add",)
 
 
-def test_every_child_draws_fresh_random_numbers_as_a_fresh_process_would(tmp_path, cli, monkeypatch) -> None:
+def test_every_child_draws_fresh_random_numbers_as_a_fresh_process_would(
+    tmp_path, cli, monkeypatch, hostile_project
+) -> None:
     # The parent has imported (and so seeded) numpy's global generator before forking. A child that kept the
     # parent's state would draw the same number as every other child, so a gate failing by chance would fail
     # in all of them or in none: invisible to the flake check, or a kill that is only the draw.
     monkeypatch.setenv("HOSTILE_DRAWS", str(tmp_path / "shared" / "draws"))
-    root = _write_project(tmp_path / "p", ["changes-nothing", "assertion-kill"], jobs=1, draws=True)
+    root = _write_project(hostile_project, tmp_path / "p", ["changes-nothing", "assertion-kill"], jobs=1, draws=True)
     result = cli("--project", str(root), "--all-gates")
     draws = (tmp_path / "shared" / "draws").read_text().split()
     # The baseline's, one per mutant, and the flake check's three re-runs (assertion-kill turns it red too).
@@ -256,9 +256,9 @@ def test_every_child_draws_fresh_random_numbers_as_a_fresh_process_would(tmp_pat
     assert len(set(draws)) == len(draws), draws
 
 
-def test_sigterm_kills_every_child_cleans_up_and_the_next_run_resumes(tmp_path) -> None:
+def test_sigterm_kills_every_child_cleans_up_and_the_next_run_resumes(tmp_path, hostile_project) -> None:
     names = ["assertion-kill", "changes-nothing", "runtime-error", "writes-into-tree", "system-exit"]
-    root = _write_project(tmp_path / "p", names, jobs=1, gate_sleep=1.5)
+    root = _write_project(hostile_project, tmp_path / "p", names, jobs=1, gate_sleep=1.5)
     temp = tmp_path / "tmp"
     temp.mkdir()
     env = {**os.environ, "TMPDIR": str(temp)}

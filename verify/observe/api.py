@@ -18,6 +18,7 @@ from verify.observe.session import (
     ChildLimits,
     Observed,
     ObserveHarnessError,
+    ObserveJob,
     ObserveTreeError,
     SessionOptions,
     observe_mutants,
@@ -100,10 +101,11 @@ def explain_overrides(
     # The children's ceilings and writable paths are a verify run's: the same regime for every child.
     limits = ChildLimits(config.memory_factor, config.memory_min_mb, config.processes_max, config.file_max_mb,
                          config.writable)  # fmt: skip
-    observed = observe_mutants(
-        config.root, project_files(config), config.import_paths, config.source_packages, config.observe, mutants,
-        options, limits,
+    job = ObserveJob(
+        config.root, tuple(project_files(config)), config.import_paths, config.source_packages, config.observe,
+        mutants, options, limits,
     )  # fmt: skip
+    observed = observe_mutants(job)
     groups = () if options.first_only else _group(observed)
     first_of = {name: group[0] for group in groups for name in group[1:]}
     explanations = {

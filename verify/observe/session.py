@@ -25,7 +25,15 @@ from typing import Any
 from verify.observe import record, worker
 from verify.observe.compare import Comparison, Tolerance
 
-__all__ = ["ChildLimits", "ObserveHarnessError", "ObserveTreeError", "Observed", "SessionOptions", "observe_mutants"]
+__all__ = [
+    "ChildLimits",
+    "ObserveHarnessError",
+    "ObserveJob",
+    "ObserveTreeError",
+    "Observed",
+    "SessionOptions",
+    "observe_mutants",
+]
 
 
 class ObserveHarnessError(Exception):
@@ -100,57 +108,61 @@ def _pristine_trouble(observation: object) -> str:
     return ""
 
 
-def observe_mutants(
-    root: Path,
-    files: list[str],
-    import_paths: tuple[str, ...],
-    packages: tuple[str, ...],
-    observe_spec: str,
-    mutants: Mapping[str, Mapping[str, str]],
-    options: SessionOptions | None = None,
-    limits: ChildLimits | None = None,
-) -> Observed:
-    """Observe the pristine tree and every mutant (name -> {relative file: mutated text}) and compare them.
+@dataclass(frozen=True, slots=True)
+class ObserveJob:
+    """What one session observes: the project at `root` (the `files` its private copy holds, relative to it), how
+    its code is imported, the observer (`module:function`), and the mutants (name -> {relative file: mutated text})."""
 
-    `files` are the project files the private copy holds (relative to `root`). Raises ObserveTreeError when the
-    user's files changed meanwhile, ObserveHarnessError when the observation itself failed."""
+    root: Path
+    files: tuple[str, ...]
+    import_paths: tuple[str, ...]
+    packages: tuple[str, ...]
+    observe_spec: str
+    mutants: Mapping[str, Mapping[str, str]]
+    options: SessionOptions = field(default_factory=SessionOptions)
+    limits: ChildLimits = field(default_factory=ChildLimits)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.observe_spec, str) or ":" not in self.observe_spec:
+            raise ValueError(f"observe_spec must be 'module:function', got {self.observe_spec!r}")
+        for name in ("files", "import_paths", "packages"):
+            if not isinstance(getattr(self, name), tuple):
+                raise ValueError(f"{name} must be a tuple of strings")
+
+
+def observe_mutants(job: ObserveJob) -> Observed:
+    """Observe the pristine tree and every mutant of the job and compare them.
+
+    Raises ObserveTreeError when the user's files changed meanwhile, ObserveHarnessError when the observation
+    itself failed."""
     from verify.run.sandbox.guard import TreeGuard
 
-    guard = TreeGuard(Path(root))  # the inventory before any child
+    guard = TreeGuard(Path(job.root))  # the inventory before any child
     with guard:
-        observed = _observe(root, files, import_paths, packages, observe_spec, mutants, options, limits)
+        observed = _observe(job)
     if guard.errors:
         raise ObserveTreeError("; ".join(guard.errors))
     return observed
 
 
-def _observe(
-    root: Path,
-    files: list[str],
-    import_paths: tuple[str, ...],
-    packages: tuple[str, ...],
-    observe_spec: str,
-    mutants: Mapping[str, Mapping[str, str]],
-    options: SessionOptions | None,
-    limits: ChildLimits | None,
-) -> Observed:
+def _observe(job: ObserveJob) -> Observed:
     from verify.run.sandbox.hardening import clean_environment, memory_bytes
     from verify.run.sandbox.private_copy import copy_files
 
-    options, limits = options or SessionOptions(), limits or ChildLimits()
+    options, limits, mutants = job.options, job.limits, job.mutants
     with tempfile.TemporaryDirectory(prefix="dflash-observe-") as tmp:
         base = Path(tmp)
         project, out, scratch = base / "project", base / "out", base / "tmp"
         for folder in (project, out, scratch):
             folder.mkdir()
-        copy_files(Path(root), files, project)
-        job = {
+        copy_files(Path(job.root), job.files, project)
+        spec = {
             "root": str(project.resolve()),
             "tmp": str(scratch.resolve()),
             "out": str(out),
-            "import_paths": list(import_paths),
-            "packages": list(packages),
-            "observe": observe_spec,
+            "import_paths": list(job.import_paths),
+            "packages": list(job.packages),
+            "observe": job.observe_spec,
             "mutants": {name: dict(overrides) for name, overrides in mutants.items()},
             "jobs": options.jobs,
             "tolerance": [options.tolerance.atol, options.tolerance.rtol],
@@ -166,7 +178,7 @@ def _observe(
             "processes_max": limits.processes_max,
             "file_bytes": limits.file_max_mb << 20,
         }
-        (base / "job.json").write_text(json.dumps(job))
+        (base / "job.json").write_text(json.dumps(spec))
         env = {**clean_environment(os.environ), "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         done = subprocess.run(
             [sys.executable, "-m", "verify.observe.worker", str(base / "job.json")],

@@ -20,6 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from verify.compat import tomllib
 from verify.run.config.collect_probe import reason
@@ -45,17 +46,24 @@ def _is_test_file(path: Path) -> bool:
     return path.suffix == ".py" and (path.name.startswith("test_") or path.stem.endswith("_test"))
 
 
+def _pyproject_pytest_options(root: Path) -> dict[str, Any]:
+    """The project's `[tool.pytest.ini_options]` (what `testpaths` and `addopts` are read from); empty when
+    pyproject.toml is absent, not valid TOML, or has no such table."""
+    pyproject = root / "pyproject.toml"
+    if not pyproject.is_file():
+        return {}
+    try:
+        options = tomllib.loads(pyproject.read_text()).get("tool", {}).get("pytest", {}).get("ini_options", {})
+    except tomllib.TOMLDecodeError:
+        return {}
+    return options if isinstance(options, dict) else {}
+
+
 def _testpaths(root: Path) -> list[str]:
     """The project's own pytest `testpaths` (pyproject.toml, pytest.ini, tox.ini, setup.cfg), if any."""
-    pyproject = root / "pyproject.toml"
-    if pyproject.is_file():
-        try:
-            options = tomllib.loads(pyproject.read_text()).get("tool", {}).get("pytest", {}).get("ini_options", {})
-        except tomllib.TOMLDecodeError:
-            options = {}
-        paths = options.get("testpaths")
-        if paths:
-            return [paths] if isinstance(paths, str) else list(paths)
+    paths = _pyproject_pytest_options(root).get("testpaths")
+    if paths:
+        return [paths] if isinstance(paths, str) else list(paths)
     for name, section in (("pytest.ini", "pytest"), ("tox.ini", "pytest"), ("setup.cfg", "tool:pytest")):
         parser = configparser.ConfigParser()
         try:
@@ -93,16 +101,8 @@ def find_suite(root: Path) -> Suite | None:
 def _needed_args(root: Path) -> tuple[tuple[str, ...], str]:
     """pytest arguments every gate run needs, and why: a suite whose addopts spread it over pytest-xdist
     workers would run its tests outside the child that records them, so `-n 0` keeps them in it."""
-    addopts = ""
-    pyproject = root / "pyproject.toml"
-    if pyproject.is_file():
-        try:
-            options = tomllib.loads(pyproject.read_text()).get("tool", {}).get("pytest", {}).get("ini_options", {})
-        except tomllib.TOMLDecodeError:
-            options = {}
-        value = options.get("addopts", "")
-        addopts = " ".join(value) if isinstance(value, list) else str(value)
-    words = shlex.split(addopts)
+    value = _pyproject_pytest_options(root).get("addopts", "")
+    words = shlex.split(" ".join(value) if isinstance(value, list) else str(value))
     distributed = any(w in ("-n", "--numprocesses") or w.startswith(("-n", "--numprocesses=")) for w in words)
     if distributed and importlib.util.find_spec("xdist") is not None:
         return ("-n", "0"), "the project's addopts spread tests over pytest-xdist workers; each gate must run in " \

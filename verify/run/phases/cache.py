@@ -1,9 +1,11 @@
 """The result cache under `.dflash-cache/` and the `--changed-since` file set.
 
 An entry is keyed by a hash of the mutation record, every project file the gates run against
-(`project_files`) and the run settings that can change a verdict, so an unchanged mutation against
-an unchanged tree is never re-run, and any edit re-runs it. `.dflash-cache/` is the only thing the
-engine writes into the user's tree. This module knows nothing of forking or pytest.
+(`project_files`), the run settings that can change a verdict and the interpreter that reached it (Python's
+major.minor, the versions of torch and of every preloaded package), so an unchanged mutation against an
+unchanged tree under the same interpreter is never re-run, and any edit, or another Python or torch, re-runs
+it. `.dflash-cache/` is the only thing the engine writes into the user's tree. This module knows nothing of
+forking or pytest.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import hashlib
 import json
 import shutil
 import subprocess
+import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +27,16 @@ from verify.run.config.project import project_files
 from verify.run.config.settings import ProjectConfig
 from verify.run.harness import harness_digest_bytes
 
-__all__ = ["CACHE_DIR", "ChangedSinceError", "ResultCache", "changed_files", "tree_digest"]
+__all__ = [
+    "CACHE_DIR",
+    "ChangedSinceError",
+    "ResultCache",
+    "changed_files",
+    "interpreter_facts",
+    "package_version",
+    "python_version",
+    "tree_digest",
+]
 
 CACHE_DIR = ".dflash-cache"
 _FORMAT = "dflash-cache/2"  # bump when an entry's meaning changes, to orphan old entries
@@ -33,12 +46,43 @@ class ChangedSinceError(Exception):
     """`--changed-since REV` could not be resolved by git (CLI exit code 2)."""
 
 
+# Versioned whether preloaded or not: the engines this harness verifies are torch engines, and their gates run
+# torch's kernels (another torch can round differently, or fix a bug a gate relied on).
+_ALWAYS_VERSIONED = ("torch",)
+
+
+def python_version() -> str:
+    """major.minor: a patch release changes no semantics a gate can see; a minor one can (and its stdlib)."""
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def package_version(module: str) -> str:
+    """The installed version of the distribution(s) providing `module`'s top-level package; "" when none does (a
+    module of the project's own, whose files the tree digest already holds, or one not installed)."""
+    top = module.partition(".")[0]
+    try:
+        return metadata.version(top)
+    except metadata.PackageNotFoundError:
+        pass
+    names = sorted(set(metadata.packages_distributions().get(top, ())))  # e.g. `yaml` is PyYAML's
+    return ",".join(f"{name}=={metadata.version(name)}" for name in names)
+
+
+def interpreter_facts(config: ProjectConfig) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """What of the interpreter beside the tree decides a gate's result: Python's major.minor and the versions of
+    torch and of every preloaded module's package (the code the gates call into, imported once in the parent)."""
+    tops = {module.partition(".")[0] for module in (*_ALWAYS_VERSIONED, *config.preload)}
+    # The standard library's modules go with Python's version.
+    return python_version(), tuple((top, package_version(top)) for top in sorted(tops - sys.stdlib_module_names))
+
+
 def tree_digest(config: ProjectConfig) -> str:
-    """sha256 over the path and bytes of every file the gates run against, plus the run settings."""
+    """sha256 over the path and bytes of every file the gates run against, plus the run settings and the
+    interpreter's facts (a cache written under one Python or torch is never replayed under another)."""
     digest = hashlib.sha256(_FORMAT.encode() + harness_digest_bytes())
     settings = (config.gates, config.gate_marker, config.source_roots, config.invariant_errors, config.timeout_factor,
                 config.timeout_min_s, config.exclude, config.pytest_args, config.statistical_gates)  # fmt: skip
-    digest.update(repr(settings).encode())
+    digest.update(repr((settings, interpreter_facts(config))).encode())
     for rel in project_files(config):
         digest.update(rel.encode() + b"\0")
         digest.update(hashlib.sha256((config.root / rel).read_bytes()).digest())
