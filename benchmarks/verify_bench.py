@@ -1,8 +1,8 @@
 """The verify tool's cost, like against like, all in one run: one plain pytest run of the gates (the median of
 three spread over the bench), `dflash verify --first-kill --no-cache`, the full matrix (`dflash verify --no-cache`)
-and the full matrix's floor (`verify.run.phases.order.floor_s`: one run of the gates plus, for every mutation,
-its selected gates, each at its time in the plain runs, over the jobs), with the ratios first-kill / gates,
-full / gates and full / floor. Then
+and each run's floor (`verify.run.phases.order.floor_s`: one run of the gates plus, for every mutation, the gates
+it ran, each at its time in the plain runs, over the jobs), with the ratios of each run to the gates and to its
+floor. Then
 the naive way (a fresh pytest process over a private copy with the mutation written in, per mutation, the same
 gates in the same order, stopping at the first failure with `-x`) against `--first-kill` at 1 and 2 workers,
 the naive verdicts checked equal to verify's.
@@ -102,10 +102,11 @@ def run_naive(report: dict, workers: int) -> tuple[float, dict[str, bool]]:
     return time.perf_counter() - start, red
 
 
-def full_matrix_floor_s(report_path: Path, gate_s: dict[str, float]) -> float:
-    """The floor of the full-matrix run that wrote `report_path`: the plain runs' per-gate times (`gate_s`) for
-    one run of every gate and for each mutant's selected gates (`ran`, which in the full matrix is the selection
-    the coverage map made), over the jobs it held; cached results cost nothing and are left out."""
+def floor_of(report_path: Path, gate_s: dict[str, float]) -> float:
+    """The floor of the run that wrote `report_path`: the plain runs' per-gate times (`gate_s`) for one run of
+    every gate and for the gates each mutant ran (`ran`: in the full matrix, the selection the coverage map
+    made; with --first-kill, its pins and the gates up to its first kill), over the jobs it held; cached
+    results cost nothing and are left out."""
     from verify.report.files import read_report
     from verify.run.phases.order import floor_s
 
@@ -129,8 +130,9 @@ def bench_verify() -> dict:
     gate_runs = [baseline_gates_s(gate_s)]
     figures: dict = {}
     first_kill: tuple[float, dict] | None = None
+    first_kill_out = Path(tempfile.mkdtemp()) / "first_kill.json"
     if "first_kill" in parts:
-        first_kill = run_verify(2)
+        first_kill = run_verify(2, out=first_kill_out)
         figures["first_kill_jobs2_s"], report = first_kill
         figures["num_mutations"], figures["score"] = len(report["mutations"]), report["score"]
         gate_runs.append(baseline_gates_s(gate_s))
@@ -147,10 +149,14 @@ def bench_verify() -> dict:
         gate_runs.append(baseline_gates_s(gate_s))
     gates_s = figures["gates_s"] = statistics.median(gate_runs)
     figures["gates_runs_s"] = [round(s, 2) for s in gate_runs]
-    if "full" in parts:  # after the last plain run, so the floor's per-gate times are the median of all three
-        figures["full_matrix_floor_s"] = full_matrix_floor_s(full_out, _median_times(gate_s))
+    # After the last plain run, so each floor's per-gate times are the median of all three.
+    if "first_kill" in parts:
+        figures["first_kill_floor_s"] = floor_of(first_kill_out, _median_times(gate_s))
+    if "full" in parts:
+        figures["full_matrix_floor_s"] = floor_of(full_out, _median_times(gate_s))
     if "first_kill_jobs2_s" in figures:
         figures["first_kill_over_gates"] = figures["first_kill_jobs2_s"] / gates_s
+        figures["first_kill_over_floor"] = figures["first_kill_jobs2_s"] / figures["first_kill_floor_s"]
     if "full_matrix_jobs2_s" in figures:
         figures["full_matrix_over_gates"] = figures["full_matrix_jobs2_s"] / gates_s
         figures["full_matrix_over_floor"] = figures["full_matrix_jobs2_s"] / figures["full_matrix_floor_s"]

@@ -46,9 +46,10 @@ def expected_s(gate_ids: tuple[str, ...], pins: tuple[str, ...], baseline: Basel
 
 
 def floor_s(gate_s: Mapping[str, float], gate_sets: Iterable[tuple[str, ...]], num_jobs: int) -> float:
-    """The least a full-matrix run can take: one run of every gate (`gate_s`: gate id -> seconds, best taken
-    from a plain, untraced pytest run, since the baseline's own times include coverage tracing) plus, for each
-    mutant, the gates it must run (`gate_sets`, the selection the run made), spread without a gap over
+    """The least a run can take: one run of every gate (`gate_s`: gate id -> seconds, best taken from a plain,
+    untraced pytest run, since the baseline's own times include coverage tracing) plus, for each mutant, the
+    gates it must run (`gate_sets`: the full matrix's selection, or what a first-kill run ran), spread without a
+    gap over
     `num_jobs` children. Nothing a harness adds is in it: no start-up, fork, import or collection, no
     confirming child, no idle worker at the end."""
     total = sum(gate_s.values())

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 
 from verify.report.verdict import MutationResult, Outcome, Status
 from verify.run.execution.jobs import Job, JobExecutor, JobResult
-from verify.run.phases.chance import chance_confirmations
+from verify.run.phases.chance import chance_confirmations, chance_killers
 from verify.run.phases.checks import Progress, budget, flake_jobs, flaky_in
 from verify.run.phases.judge import needs_second_attempt, resolve, verdict, voided
 from verify.run.phases.order import pinned
@@ -122,6 +122,7 @@ def _confirm_kills(run: RunState, ex: JobExecutor, tree: str, progress: Progress
     (its finding is kept in the cache: a kill cached before its gate was found flaky must not come back as a
     kill on the next run). Then every result a flaky gate turned red is rejudged."""
     chance_jobs, confirmed = chance_confirmations(run, functools.partial(_job, run))
+    statistical = run.config.statistical_gates
     reruns = run.config.flake_reruns_for(run.options.first_kill)
     known = run.cache.get_gate_checks(tree, reruns)
     unchecked = _red(run) - set(known)  # before the second seed: a kill it does not confirm was red all the same
@@ -137,7 +138,13 @@ def _confirm_kills(run: RunState, ex: JobExecutor, tree: str, progress: Progress
 
     if chance_jobs or pristine:
         progress.phase("confirming kills" if chance_jobs else "flake check", len(chance_jobs) + len(pristine))
-    results = ex.run([*chance_jobs, *pristine], run.num_jobs, done)
+    # Longest first (a pristine slice may take longer than every second seed), so none finishes alone at the end.
+    # A second seed's child stops at its first kill: its killers are what it is expected to take.
+    expected = {job.key: run.baseline.duration_of(job.gate_ids) for job in pristine}
+    for job in chance_jobs:
+        expected[job.key] = run.baseline.duration_of(chance_killers(run.results[job.key], statistical))
+    batch = sorted([*chance_jobs, *pristine], key=lambda job: -expected[job.key])
+    results = ex.run(batch, run.num_jobs, done)
     found = flaky_in(r for r in results if r.key not in seeded)
     checked = {gate_id: found.get(gate_id, "") for gate_id in unchecked}
     run.cache.put_gate_checks(tree, checked, reruns)  # only once every re-run finished: an interrupt leaves it
