@@ -1,14 +1,16 @@
 """StackedWeights serves its cached stack only while every source is the tensor it stacked, unedited: an in-place
-edit, a loaded state dict, a deepcopy or a dtype change each give a stack of the current values."""
+edit, a loaded state dict, a deepcopy or a dtype change each give a stack of the current values. SwiGLU's stacked
+and split forms give the same bits."""
 
 from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 from torch import nn
 
-from runner.layers import StackedWeights
+from runner.layers import MAX_STACKED_GATE_UP, StackedWeights, SwiGLU
 
 
 class Pair(nn.Module):
@@ -75,3 +77,22 @@ def test_gradients_reach_every_source() -> None:
     module = Pair()
     module.stacked.get().sum().backward()
     assert module.a.weight.grad is not None and module.b.weight.grad is not None
+
+
+@pytest.mark.parametrize("num_tokens", [1, 3, 8, 16])
+def test_swiglu_stacked_and_split_give_the_same_bits(num_tokens: int) -> None:
+    """A small MLP stacks gate and up, a large one runs them apart (runner.layers.MAX_STACKED_GATE_UP): both
+    forms must give the same bits, or a model's tokens would depend on its size class."""
+    torch.manual_seed(0)
+    stacked = SwiGLU(64, 96)
+    assert stacked._gate_up is not None
+    split = copy.deepcopy(stacked)
+    split._gate_up = None
+    x = torch.randn(1, num_tokens, 64)
+    with torch.inference_mode():
+        assert torch.equal(stacked.forward(x), split.forward(x))
+
+
+def test_swiglu_splits_past_the_limit() -> None:
+    assert SwiGLU(16, MAX_STACKED_GATE_UP // 32)._gate_up is not None
+    assert SwiGLU(16, MAX_STACKED_GATE_UP // 32 + 1)._gate_up is None
