@@ -16,7 +16,8 @@ import pytest
 
 from verify.report.verdict import GateOutcome, MutationResult, Outcome, Status
 from verify.run.phases.chance import chance_killers, confirm_by_seed
-from verify.run.phases.judge import STATISTICAL_UNCONFIRMED, verdict
+from verify.run.phases.judge import AGAIN, STATISTICAL_UNCONFIRMED, verdict
+from verify.run.phases.verdicts import unreproduced_red
 from verify.seeds import CONFIRM_SEED, GATE_SEED_ENV, reseed
 
 # value(seed) = seed % 10; the statistical gate fails when value(reseed(0)) is 3. Stream 0: reseed(0) = 0;
@@ -173,3 +174,52 @@ def test_first_kill_mode_confirms_too(tmp_path, cli) -> None:
     assert by_name["chance-red"]["reason"].startswith("statistical kill not confirmed")
     assert by_name["always-red"]["status"] == "killed"
     assert by_name["always-red"]["reason"].startswith("statistical kill confirmed")
+
+
+def test_a_red_the_second_seed_reproduced_is_not_rerun_on_the_pristine_tree(tmp_path, cli) -> None:
+    """The flake check re-runs the plain gate that killed; the statistical gate, whose reds all went to the
+    second seed (reproduced, or turning no verdict red), runs on the pristine tree in the baseline alone. The
+    gates log each run to a writable folder: the unmutated code gives value(5) == 5 and double(2) == 4."""
+    root, runs = _project(tmp_path / "project"), tmp_path / "runs"
+    runs.mkdir()
+    logged = GATES
+    for gate in ("law", "double"):
+        logged = logged.replace(
+            f"def test_{gate}():\n",
+            f"def test_{gate}():\n    with open({str(runs / gate)!r}, 'a') as log:\n"
+            "        log.write(f'{value(5)} {double(2)}\\n')\n",
+        )
+    (root / "tests" / "test_coin.py").write_text(logged)
+    text = (root / "pyproject.toml").read_text()
+    (root / "pyproject.toml").write_text(text + f"writable = [{str(runs)!r}]\n")
+    result = cli("--project", str(root), "--json", str(tmp_path / "report.json"))
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert {m["name"]: m["status"] for m in report["mutations"]} == {
+        "chance-red": "survived",
+        "always-red": "killed",
+        "double-adds": "killed",
+    }, result.output
+    pristine = "5 4"
+    # test_law ran on each mutant (the statistical ones twice) and on the unmutated tree in the baseline alone.
+    law = (runs / "law").read_text().splitlines()
+    assert sorted(law) == sorted([pristine, "3 4", "3 4", "8 4", "8 4", "5 5"]), law
+    # test_double killed double-adds with one red: the baseline and the full matrix's three pristine re-runs.
+    assert (runs / "double").read_text().splitlines().count(pristine) == 1 + 3, (runs / "double").read_text()
+
+
+def test_the_flake_check_reruns_every_red_but_those_the_second_seed_reproduced_or_is_about_to_run() -> None:
+    again = GateOutcome("s::law", Outcome.ASSERTION, 0.1, "AssertionError", f"{AGAIN} {CONFIRM_SEED}: p-value 1e-6")
+    results = {
+        "confirmed": verdict("confirmed", (again,), ("s::law",), 0.2, 2),
+        "awaiting": verdict("awaiting", (_red("s::other"), _crash("p::crash")), ("s::other", "p::crash"), 0.2, 1),
+        "plain": verdict("plain", (_red("p::plain"),), ("p::plain",), 0.1, 1),
+        "survivor": verdict("survivor", (GateOutcome("p::green", Outcome.PASSED, 0.1),), ("p::green",), 0.1, 1),
+    }
+    # Before the second seed: its killers are left to it; a crash beside them is no killer and is re-run.
+    assert unreproduced_red(results, {"awaiting": {"s::other"}}) == {"p::crash", "p::plain"}
+    # Nothing awaiting: every red but the reproduced one.
+    assert unreproduced_red(results, {}) == {"s::other", "p::crash", "p::plain"}
+
+
+def _crash(gate_id: str) -> GateOutcome:
+    return GateOutcome(gate_id, Outcome.EXCEPTION, 0.1, "RuntimeError", "boom")

@@ -11,7 +11,9 @@ since neither needs the other's result to run; `void` is step 6):
    gate seed (`chance`): a gate that fails by chance must not kill.
 4. flaky: every gate that turned a verdict red is re-run on the pristine tree (`flake_reruns` times: 3, 1 with
    --first-kill); one red there is flaky and is left out of every verdict it touched (rejudged, never
-   cached): a flaky gate's red is no kill.
+   cached): a flaky gate's red is no kill. A red that step 3 reproduced on the second seed is not re-run: it
+   was seen twice, which a gate failing at random with probability p does with probability p^2, below one red
+   and one green re-run (p(1 - p)) for every p < 1/2. A gate first red on the second seed is re-run after it.
 5. past flaky: in first-kill mode, a survivor whose child stopped at a gate later found flaky was judged on the
    gates before it alone; it runs the gates it never reached.
 6. void: a mutant that changed the user's files gets no verdict at all (the tree guard names it).
@@ -27,14 +29,14 @@ from collections.abc import Mapping, Sequence
 
 from verify.report.verdict import MutationResult, Outcome, Status
 from verify.run.execution.jobs import Job, JobExecutor, JobResult
-from verify.run.phases.chance import chance_confirmations, chance_killers
+from verify.run.phases.chance import awaits_confirmation, chance_confirmations, chance_killers
 from verify.run.phases.checks import Progress, budget, flake_jobs, flaky_in
-from verify.run.phases.judge import needs_second_attempt, resolve, verdict, voided
+from verify.run.phases.judge import AGAIN, needs_second_attempt, resolve, verdict, voided
 from verify.run.phases.order import pinned
 from verify.run.phases.state import Planned, RunState
 from verify.seeds import CONFIRM_SEED
 
-__all__ = ["settle", "void"]
+__all__ = ["settle", "unreproduced_red", "void"]
 
 
 def settle(run: RunState, ex: JobExecutor, planned: list[Planned], tree: str, progress: Progress) -> None:
@@ -116,7 +118,9 @@ def _judge_and_confirm(run: RunState, ex: JobExecutor, planned: list[Planned], p
 
 def _confirm_kills(run: RunState, ex: JobExecutor, tree: str, progress: Progress) -> None:
     """Steps 3 and 4 in one batch of children, since neither needs the other's result to run: the statistical
-    kills' second seed, and the flake check's pristine re-runs of every gate that turned any result red.
+    kills' second seed, and the flake check's pristine re-runs of every gate that turned a result red, but for
+    the killers the second seed is about to run again (a red it reproduces was seen twice; one it does not
+    reproduce turns no verdict red). A gate first red on the second seed is re-run in a batch of its own after.
 
     The flake check re-runs a gate unless an earlier run's flake check on this tree already did, as many times
     (its finding is kept in the cache: a kill cached before its gate was found flaky must not come back as a
@@ -125,7 +129,12 @@ def _confirm_kills(run: RunState, ex: JobExecutor, tree: str, progress: Progress
     statistical = run.config.statistical_gates
     reruns = run.config.flake_reruns_for(run.options.first_kill)
     known = run.cache.get_gate_checks(tree, reruns)
-    unchecked = _red(run) - set(known)  # before the second seed: a kill it does not confirm was red all the same
+    awaiting = {
+        name: set(chance_killers(result, statistical))
+        for name, result in run.results.items()
+        if name in run.plans and not result.cached and awaits_confirmation(result, statistical)
+    }
+    unchecked = unreproduced_red(run.results, awaiting) - set(known)
     pristine = flake_jobs(run.config, run.baseline, unchecked, run.num_jobs, reruns)
     seeded = {job.key for job in chance_jobs}
 
@@ -144,9 +153,15 @@ def _confirm_kills(run: RunState, ex: JobExecutor, tree: str, progress: Progress
     for job in chance_jobs:
         expected[job.key] = run.baseline.duration_of(chance_killers(run.results[job.key], statistical))
     batch = sorted([*chance_jobs, *pristine], key=lambda job: -expected[job.key])
-    results = ex.run(batch, run.num_jobs, done)
-    found = flaky_in(r for r in results if r.key not in seeded)
-    checked = {gate_id: found.get(gate_id, "") for gate_id in unchecked}
+    results = [r for r in ex.run(batch, run.num_jobs, done) if r.key not in seeded]
+    # Red on the second seed alone (a gate the first child never reached, in first-kill mode): one run, checked now.
+    late = unreproduced_red(run.results, {}) - set(known) - unchecked
+    if late:
+        again = flake_jobs(run.config, run.baseline, late, run.num_jobs, reruns)
+        progress.phase("flake check", len(again))
+        results += ex.run(again, run.num_jobs, lambda result: progress.advance(result.key.lstrip("_")))
+    found = flaky_in(results)
+    checked = {gate_id: found.get(gate_id, "") for gate_id in unchecked | late}
     run.cache.put_gate_checks(tree, checked, reruns)  # only once every re-run finished: an interrupt leaves it
     red = _red(run)
     run.flaky = {gate_id: why for gate_id, why in {**known, **checked}.items() if why and gate_id in red}
@@ -159,6 +174,17 @@ def _confirm_kills(run: RunState, ex: JobExecutor, tree: str, progress: Progress
             # Never cached: a flaky gate makes this tree's verdicts provisional.
             run.results[name] = dataclasses.replace(rejudged, cached=result.cached)
     run.on_report(run.report())
+
+
+def unreproduced_red(results: Mapping[str, MutationResult], awaiting: Mapping[str, set[str]]) -> set[str]:
+    """The gates red in some result other than by a red the second seed reproduced (step 3) or is about to
+    run again (`awaiting`: result name -> the killers its second seed runs): what the flake check re-runs."""
+    return {
+        o.gate_id
+        for name, result in results.items()
+        for o in result.outcomes
+        if o.outcome.is_red and not o.message.startswith(AGAIN) and o.gate_id not in awaiting.get(name, ())
+    }
 
 
 def _red(run: RunState) -> set[str]:
