@@ -223,3 +223,34 @@ def test_the_flake_check_reruns_every_red_but_those_the_second_seed_reproduced_o
 
 def _crash(gate_id: str) -> GateOutcome:
     return GateOutcome(gate_id, Outcome.EXCEPTION, 0.1, "RuntimeError", "boom")
+
+
+def test_a_gate_first_red_on_the_second_seed_is_flake_checked_after_it(tmp_path, cli) -> None:
+    """First-kill mode: the mutant stops at test_law (the cheaper gate: test_double sleeps), red on seed 0
+    only; the second seed runs it (green) and then test_double, never reached before, red there once: the
+    flake check re-runs test_double on the unmutated tree after the second seed (value(5) == 5, double(2) == 4
+    there; the mutant's own run logs "8 5")."""
+    root, runs = _project(tmp_path / "project"), tmp_path / "runs"
+    runs.mkdir()
+    both = (
+        "from verify.mutation import Mutation, register\n\n"
+        "register(Mutation('both-wrong', 'a shifted draw and a wrong operator', 'coin.py',\n"
+        "                  'return seed % 10\\n\\n\\ndef double(x):\\n    return 2 * x',\n"
+        "                  'return seed % 10 + 3\\n\\n\\ndef double(x):\\n    return 2 + x + 1'))\n"
+    )
+    (root / "coin_mutations.py").write_text(both)
+    slow = GATES.replace(
+        "def test_double():\n",
+        "def test_double():\n    import time\n\n    time.sleep(0.3)\n"
+        f"    with open({str(runs / 'double')!r}, 'a') as log:\n"
+        "        log.write(f'{value(5)} {double(2)}\\n')\n",
+    )
+    (root / "tests" / "test_coin.py").write_text(slow)
+    text = (root / "pyproject.toml").read_text()
+    (root / "pyproject.toml").write_text(text + f"writable = [{str(runs)!r}]\n")
+    result = cli("--project", str(root), "--first-kill", "--json", str(tmp_path / "report.json"))
+    [mutant] = json.loads((tmp_path / "report.json").read_text())["mutations"]
+    assert mutant["status"] == "killed" and mutant["attempts"] == 2, result.output
+    assert mutant["killed_by"] == ["tests/test_coin.py::test_double"], mutant
+    # The baseline's run, the mutant's on the second seed, then the flake check's.
+    assert (runs / "double").read_text().splitlines() == ["5 4", "8 5", "5 4"], (runs / "double").read_text()
