@@ -105,9 +105,9 @@ class ProjectConfig:
     # probability p escapes with (1 - p) ** 3 (one re-run: 1 - p). With --first-kill one re-run is the default:
     # three re-runs of every killing gate cost more than the mutations themselves there (docs/benchmarks.md).
     flake_reruns: int | None = _key(
-        None, "Re-runs, in a row on the unmutated tree, of every gate that turned red: one red there is flaky and "
-        "its kills do not count. Default: 3 for the full matrix, 1 with `--first-kill` (its quick partial matrix); "
-        "a value set here applies to both.",
+        None, "Re-runs, in a row on the unmutated tree, of every gate that turned red (a statistical kill's killers "
+        "are left to the second seed): one red there is flaky and its kills do not count. Default: 3 for the full "
+        "matrix, 1 with `--first-kill` (its quick partial matrix); a value set here applies to both.",
     )  # fmt: skip
     executor: str = _key(
         "fork", "Where children run: `fork` (this machine) or `ray` (a Ray cluster; `pip install "
