@@ -236,3 +236,54 @@ def test_the_catalog_on_a_terminal_fits_the_width_and_cuts_nothing(width: int) -
     for name, mutation in mutations.items():
         assert name in text and mutation.file in text, name  # whole, never folded at these widths
         assert "".join(mutation.bug_class.split()) in last_column, name  # every bug class whole, if wrapped
+
+
+# An outside engine's run (a Medusa-style engine adopted from the docs): two gate files, a declared survivor.
+OUTSIDE_DECODE = "tests/test_decode.py::test_greedy_speculative_matches_plain"
+OUTSIDE_MODEL = "tests/test_model.py::test_incremental_forward_matches_full"
+
+
+def _outside_matrix_text(*, terminal: bool) -> str:
+    """A run with a status longer than the column's nine characters: a declared survivor ("survived (declared)")."""
+    passed, red = Outcome.PASSED, Outcome.ASSERTION
+
+    def result(name: str, status: Status, decode: Outcome, model: Outcome | None = None) -> MutationResult:
+        outcomes = (GateOutcome(OUTSIDE_DECODE, decode, 0.1),) + (
+            () if model is None else (GateOutcome(OUTSIDE_MODEL, model, 0.1),)
+        )
+        killed_by = tuple(o.gate_id for o in outcomes if o.outcome is red)
+        return MutationResult(name, status, killed_by, tuple(o.gate_id for o in outcomes), 1.0, outcomes=outcomes)
+
+    mutations = (
+        result("cache-crop-off-by-one", Status.KILLED, red),
+        result("heads-read-stale-hidden", Status.SURVIVED, passed),
+        result("position-offset", Status.KILLED, red, red),
+        result("bonus-off-by-one", Status.SURVIVED, passed),
+    )
+    baseline = Baseline("green", (GateOutcome(OUTSIDE_DECODE, passed, 0.1), GateOutcome(OUTSIDE_MODEL, passed, 0.1)))
+    report = RunReport(
+        baseline,
+        mutations,
+        required=("cache-crop-off-by-one", "position-offset", "bonus-off-by-one"),
+        expected_survivors=(("heads-read-stale-hidden", "only the acceptance rate drops"),),
+    )
+    console = Console(width=80, record=True, file=io.StringIO(), color_system=None, force_terminal=terminal)
+    render_matrix(report, "file", console)
+    return console.export_text()
+
+
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "piped"])
+def test_each_matrix_symbol_sits_under_its_gate_files_label(terminal: bool) -> None:
+    """The status column was 9 wide whatever the statuses: "survived (declared)" pushed its row's cells ten
+    columns right, under the wrong file, and every symbol sat one column left of its label's last character."""
+    lines = _outside_matrix_text(terminal=terminal).splitlines()
+    header = next(line for line in lines if line.startswith("mutation "))
+    label_end = {m.group(): m.end() - 1 for m in re.finditer(r"\S+", header)}
+    names = ("cache-crop-off-by-one", "heads-read-stale-hidden", "position-offset", "bonus-off-by-one")
+    symbols = {
+        line.split()[0]: [i for i, c in enumerate(line) if c in "A."] for line in lines if line.startswith(names)
+    }
+    assert symbols["cache-crop-off-by-one"] == [label_end["decode"]]
+    assert symbols["heads-read-stale-hidden"] == [label_end["decode"]]  # declared: as wide as any other
+    assert symbols["bonus-off-by-one"] == [label_end["decode"]]
+    assert symbols["position-offset"] == [label_end["decode"], label_end["model"]]

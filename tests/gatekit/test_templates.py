@@ -48,6 +48,11 @@ def test_each_template_names_itself_when_the_anchor_does_not_fit(name: str) -> N
         (templates.cache_write_shifted, "keys[self.length:end] = k", "keys[self.length + 1:end + 1] = k"),
         (templates.cache_write_shifted, "cache[pos] = kv", "cache[pos + 1] = kv"),
         (templates.bonus_off_by_one, "token = logits[3].argmax()", "token = logits[2].argmax()"),
+        (  # numpy's sampler takes the vocabulary's size: `p.shape[1]` is a size, not the bonus row
+            templates.bonus_off_by_one,
+            "return n, int(rng.choice(p.shape[1], p=p[len(drafts)]))",
+            "return n, int(rng.choice(p.shape[1], p=p[len(drafts) - 1]))",
+        ),
         (templates.ratio_inverted, "ratio = (p_x / q_x).clamp(max=1)", "ratio = (q_x / p_x).clamp(max=1)"),
         (templates.residual_not_subtracting_draft, "res = torch.clamp(p - q, min=0)", "res = torch.clamp(p, min=0)"),
         (templates.position_offset, "pos = start + offsets", "pos = (start + offsets) + 1"),

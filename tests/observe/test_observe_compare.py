@@ -88,6 +88,50 @@ def test_hidden_by_the_verify_when_the_outputs_stay_equal() -> None:
     assert explanation.equal == ("output tokens",)
 
 
+def _greedy_and_sampled(sampled_token: int) -> Observation:
+    """A greedy workload that records `output tokens` and a sampled one that names its tokens otherwise (as
+    docs/how-to/observe.md asks): only the sampled workload's bonus token depends on `sampled_token`."""
+    return _observation(
+        ("greedy", 0, 0, "drafted", (1, 2)),
+        ("greedy", -1, 0, "output tokens", (5, 6)),
+        ("sampled", 3, 0, "target input", (sampled_token, 2)),
+        ("sampled", -1, 0, "sampled tokens", (sampled_token, 7)),
+    )
+
+
+def test_a_divergence_only_where_no_output_is_recorded_is_not_hidden_by_the_verify() -> None:
+    """An outside engine's bonus token drawn from the wrong row changes only its sampled workload, which
+    records no `output tokens`: equal greedy outputs said nothing of it, yet it read "hidden by the verify"."""
+    comparison = Comparison.from_data(
+        json.loads(json.dumps(compare(_greedy_and_sampled(11), _greedy_and_sampled(9)).to_data()))
+    )
+    explanation = explain("bonus-off-by-one", comparison, {})
+    assert explanation.first is not None and explanation.first.workload == "sampled"
+    assert explanation.output_workloads == ("greedy",)
+    assert not explanation.hidden_by_verify
+    assert "hidden by the verify" not in explanation.summary()
+    assert "but the workload 'sampled', where it first diverges, records none" in explanation.text()
+
+
+def test_hidden_by_the_verify_names_the_workloads_that_record_outputs() -> None:
+    pristine = _greedy_and_sampled(11)
+    mutant = _observation(
+        ("greedy", 0, 0, "drafted", (1, 3)),
+        ("greedy", -1, 0, "output tokens", (5, 6)),
+        ("sampled", 3, 0, "target input", (9, 2)),
+        ("sampled", -1, 0, "sampled tokens", (9, 7)),
+    )
+    explanation = explain("drafter-context", compare(pristine, mutant), {})
+    assert explanation.hidden_by_verify and "hidden by the verify" in explanation.summary()
+    assert "equal on every workload that records them (greedy): the loss is hidden by the verify there" in (
+        explanation.text()
+    )
+    # a comparison from before `recorded` was kept claims as it did
+    older = {**compare(pristine, mutant).to_data()}
+    del older["recorded"]
+    assert explain("drafter-context", Comparison.from_data(older), {}).hidden_by_verify
+
+
 def test_digests_tell_identical_observations_apart_from_different_ones() -> None:
     a = _observation(("a", 0, 0, "x", LOGITS), ("a", 0, 0, "ids", [1, 2]))
     b = _observation(("a", 0, 0, "x", LOGITS.clone()), ("a", 0, 0, "ids", (1, 2)))

@@ -90,6 +90,9 @@ class Comparison:
     workloads: tuple[str, ...]
     tolerance: Tolerance = field(default_factory=Tolerance)
     within_tolerance: tuple[str, ...] = ()  # observables whose floats moved in their bits, within the bound
+    # (workload, observable) for every observable either run recorded in each workload: what a claim about an
+    # observable (say, equal output tokens) covers; () when unknown
+    recorded: tuple[tuple[str, str], ...] = ()
 
     @property
     def first(self) -> Divergence | None:
@@ -121,6 +124,7 @@ class Comparison:
             "workloads": list(self.workloads),
             "tolerance": [self.tolerance.atol, self.tolerance.rtol],
             "within_tolerance": list(self.within_tolerance),
+            "recorded": [list(pair) for pair in self.recorded],
         }
 
     @classmethod
@@ -133,8 +137,9 @@ class Comparison:
         strings = {name: tuple(str(item) for item in data[name]) for name in ("compared", "workloads",
                                                                              "within_tolerance")}  # fmt: skip
         atol, rtol = data["tolerance"]
+        recorded = tuple((str(workload), str(what)) for workload, what in data.get("recorded", ()))
         return cls(divergences, strings["compared"], strings["workloads"], Tolerance(float(atol), float(rtol)),
-                   strings["within_tolerance"])  # fmt: skip
+                   strings["within_tolerance"], recorded)  # fmt: skip
 
 
 def _real(tensor: torch.Tensor) -> torch.Tensor:
@@ -225,4 +230,6 @@ def compare(pristine: Observation, mutant: Observation, tolerance: Tolerance | N
             divergences.append(Divergence(workload, step, row, what, render_value(p), render_value(m), amount))
     compared = tuple(dict.fromkeys(pristine.whats + mutant.whats))
     workloads = tuple(dict.fromkeys(pristine.workloads + mutant.workloads))
-    return Comparison(tuple(divergences), compared, workloads, tolerance, tuple(moved))
+    keys = [key for key, _ in pristine.entries + mutant.entries]
+    recorded = tuple(dict.fromkeys((workload, what.partition("#")[0]) for workload, _, _, what in keys))
+    return Comparison(tuple(divergences), compared, workloads, tolerance, tuple(moved), recorded)

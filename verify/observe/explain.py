@@ -40,6 +40,7 @@ class Explanation:
     duplicate_of: str = ""  # another mutant whose observation is identical, bit for bit
     # What the mutant's observation reached of its changed lines (verify.observe.reach.collect's data)
     reach: Mapping[str, Any] = field(default_factory=dict)
+    recorded: tuple[tuple[str, str], ...] = ()  # (workload, observable) pairs recorded; () when unknown
 
     @property
     def not_reached(self) -> tuple[str, ...]:
@@ -59,9 +60,24 @@ class Explanation:
         return reach_mod.describe(self.reach) if self.reach else "not measured"
 
     @property
-    def hidden_by_verify(self) -> bool:
+    def outputs_equal(self) -> bool:
+        """The mutant diverges, and every output observable compared stayed equal."""
         outputs = [what for what in _OUTPUTS if what in self.compared]
         return self.first is not None and bool(outputs) and all(what in self.equal for what in outputs)
+
+    @property
+    def output_workloads(self) -> tuple[str, ...]:
+        """The workloads that record an output observable (all of them when what was recorded is unknown)."""
+        if not self.recorded:
+            return self.workloads
+        return tuple(dict.fromkeys(w for w, what in self.recorded if what in _OUTPUTS))
+
+    @property
+    def hidden_by_verify(self) -> bool:
+        """Outputs equal where the mutant first diverges. A workload that records no output (a sampled one, whose
+        tokens an observer names otherwise) shows nothing of what a user receives: equal outputs elsewhere do not
+        say that the verify hid a divergence there."""
+        return self.outputs_equal and self.first is not None and self.first.workload in self.output_workloads
 
     def summary(self) -> str:
         """One line: the first divergence, or the equivalence, as a report's cell shows it."""
@@ -104,12 +120,25 @@ class Explanation:
                         f"  and {len(self.later) - _SHOWN} more: {', '.join(w for w, _, _ in self.later[_SHOWN:])}"
                     )
             lines.append(f"equal everywhere: {', '.join(self.equal) or 'nothing'}")
-            if self.hidden_by_verify:
-                lines.append("output tokens are equal on every workload: the loss is hidden by the verify")
+            lines += self._outputs_lines()
             lines.append(f"tolerance: {self.tolerance}")
         if self.duplicate_of:
             lines.append(f"duplicate of {self.duplicate_of}: identical observations")
         return "\n".join(lines)
+
+    def _outputs_lines(self) -> list[str]:
+        if not self.outputs_equal or self.first is None:
+            return []
+        recording = self.output_workloads
+        if not self.hidden_by_verify:
+            return [
+                f"output tokens are equal where recorded ({', '.join(recording)}), but the workload "
+                f"{self.first.workload!r}, where it first diverges, records none: no claim that the verify hides it"
+            ]
+        if set(recording) >= set(self.workloads):
+            return ["output tokens are equal on every workload: the loss is hidden by the verify"]
+        return [f"output tokens are equal on every workload that records them ({', '.join(recording)}): the loss "
+                "is hidden by the verify there"]  # fmt: skip
 
     def to_dict(self) -> dict[str, object]:
         first = self.first
@@ -154,5 +183,5 @@ def explain(
         gate = f"{kind}, on the workload {first.workload!r}"
     return Explanation(
         name, first, later, comparison.equal, gate, comparison.workloads, comparison.compared,
-        str(comparison.tolerance), comparison.within_tolerance, duplicate_of, dict(reach or {}),
+        str(comparison.tolerance), comparison.within_tolerance, duplicate_of, dict(reach or {}), comparison.recorded,
     )  # fmt: skip

@@ -70,16 +70,18 @@ def render_matrix(report: RunReport, by: str = "file", console: Console | None =
         console.print("no mutation ran")
         return
     name_w = max(len(row.name) for row in matrix.rows)
+    # the widest status sets the column ("survived (declared)", "equivalent"), so every cell stays under its gate
+    status_w = max(_STATUS_WIDTH, *(len(row.status) for row in matrix.rows))
     labels = [group.label for group in matrix.groups]
     reached = [i for i in range(len(labels)) if any(row.cells[i] for row in matrix.rows)]
     unreached = [labels[i] for i in range(len(labels)) if i not in reached]
     wanted = sum(len(labels[i]) + 1 for i in reached)
-    room = max(3, console.width - name_w - _STATUS_WIDTH - 2) if console.is_terminal else max(3, wanted)
+    room = max(3, console.width - name_w - status_w - 2) if console.is_terminal else max(3, wanted)
     use_labels = wanted <= room
     widths = {i: len(labels[i]) + 1 if use_labels else len(str(i + 1)) + 1 for i in reached}
-    with widened(console, None if console.is_terminal else name_w + _STATUS_WIDTH + 2 + wanted):
+    with widened(console, None if console.is_terminal else name_w + status_w + 2 + wanted):
         blocks = _blocks([(i, widths[i]) for i in reached], room)
-        _draw_blocks(console, matrix, name_w, labels if use_labels else None, widths, blocks)
+        _draw_blocks(console, matrix, (name_w, status_w), labels if use_labels else None, widths, blocks)
     kind = "gates" if by == "gate" else "gate files"
     if not use_labels and reached:
         keys = "  ".join(f"{i + 1}={labels[i]}({len(matrix.groups[i].gate_ids)})" for i in reached)
@@ -105,21 +107,23 @@ def widened(console: Console, width: int | None) -> Iterator[None]:
 def _draw_blocks(
     console: Console,
     matrix: Matrix,
-    name_w: int,
+    column_w: tuple[int, int],  # the name's and the status's widths
     labels: Sequence[str] | None,  # None: the columns are numbered
     widths: Mapping[int, int],
     blocks: Sequence[Sequence[int]],
 ) -> None:
+    name_w, status_w = column_w
     for number, block in enumerate(blocks):
         if number:
             console.print()
-        header = Text(f"{'mutation':<{name_w}} {'status':<{_STATUS_WIDTH}} ", style="bold")
+        # each label is right-aligned in its width, as each row's symbol is: its last character above the symbol
+        header = Text(f"{'mutation':<{name_w}} {'status':<{status_w}}", style="bold")
         for i in block:
             header.append(f"{labels[i] if labels else i + 1:>{widths[i]}}", style="bold")
         console.print(header, no_wrap=True, crop=False)
         for row in matrix.rows:
             line = Text(f"{row.name:<{name_w}} ")
-            line.append(f"{row.status:<{_STATUS_WIDTH}}", style=STATUS_STYLE.get(row.status, ""))
+            line.append(f"{row.status:<{status_w}}", style=STATUS_STYLE.get(row.status, ""))
             for i in block:
                 symbol = row.cells[i]
                 line.append(" " * (widths[i] - 1))
