@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 
 from verify.report.verdict import MutationResult, Outcome, Status
 from verify.run.execution.jobs import Job, JobExecutor, JobResult
-from verify.run.phases.chance import awaits_confirmation, chance_confirmations, chance_killers
+from verify.run.phases.chance import chance_confirmations, chance_killers
 from verify.run.phases.checks import Progress, budget, flake_jobs, flaky_in
 from verify.run.phases.judge import AGAIN, needs_second_attempt, resolve, verdict, voided
 from verify.run.phases.order import pinned
@@ -129,11 +129,8 @@ def _confirm_kills(run: RunState, ex: JobExecutor, tree: str, progress: Progress
     statistical = run.config.statistical_gates
     reruns = run.config.flake_reruns_for(run.options.first_kill)
     known = run.cache.get_gate_checks(tree, reruns)
-    awaiting = {
-        name: set(chance_killers(result, statistical))
-        for name, result in run.results.items()
-        if name in run.plans and not result.cached and awaits_confirmation(result, statistical)
-    }
+    # The results the second seed runs again (keyed by their names), with the killers it must see red again.
+    awaiting = {job.key: set(chance_killers(run.results[job.key], statistical)) for job in chance_jobs}
     unchecked = unreproduced_red(run.results, awaiting) - set(known)
     pristine = flake_jobs(run.config, run.baseline, unchecked, run.num_jobs, reruns)
     seeded = {job.key for job in chance_jobs}
@@ -151,7 +148,7 @@ def _confirm_kills(run: RunState, ex: JobExecutor, tree: str, progress: Progress
     # A second seed's child stops at its first kill: its killers are what it is expected to take.
     expected = {job.key: run.baseline.duration_of(job.gate_ids) for job in pristine}
     for job in chance_jobs:
-        expected[job.key] = run.baseline.duration_of(chance_killers(run.results[job.key], statistical))
+        expected[job.key] = run.baseline.duration_of(tuple(awaiting[job.key]))
     batch = sorted([*chance_jobs, *pristine], key=lambda job: -expected[job.key])
     results = [r for r in ex.run(batch, run.num_jobs, done) if r.key not in seeded]
     # Red on the second seed alone (a gate the first child never reached, in first-kill mode): one run, checked now.
