@@ -134,9 +134,9 @@ def _plus_one(a: _Anchor, node: ast.expr | None) -> str:
 
 
 def _bonus_row(a: _Anchor) -> str:
+    found = [n for n in a.nodes(ast.Subscript) if not isinstance(n.slice, ast.Slice | ast.Tuple)]
     # `p.shape[1]` reads a size, not a row: a bonus line often samples from `p.shape[-1]` tokens.
-    sizes = {id(n) for n in a.nodes(ast.Subscript) if isinstance(n.value, ast.Attribute) and n.value.attr == "shape"}
-    found = [n for n in a.nodes(ast.Subscript) if not isinstance(n.slice, ast.Slice | ast.Tuple) and id(n) not in sizes]
+    found = [n for n in found if not (isinstance(n.value, ast.Attribute) and n.value.attr == "shape")]
     node = _one("bonus_off_by_one", found, "single-index subscripts (p[n])", a.text)
     return a.replace(node.slice, _minus_one(a, node.slice))
 
