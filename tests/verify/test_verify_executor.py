@@ -174,6 +174,20 @@ def test_an_unmutated_run_shares_its_bytecode_and_a_mutant_never_does(toy_copy) 
     assert [o.outcome for o in again.outcomes] == ["passed", "passed"]
 
 
+def test_a_mutant_that_rewrites_its_copy_leaves_the_next_child_a_pristine_one(toy_copy) -> None:
+    # One slot, so every child gets the copy the last one gave back, if that one left it untouched.
+    root = toy_copy()
+    gate = "tests/gates/test_arith.py"
+    rewrite = f"(__import__('pathlib').Path(__file__).parents[1] / '{gate}').write_text('def test_sub(): assert 0')"
+    with Executor(load_config(root)) as executor:
+        writes = _override(root, "return a * b", f"return {rewrite} and a * b")
+        executor.run([Job("rewrites", (TEST_MUL,), 30.0, writes)], 1)
+        after = executor.run([Job("next", (TEST_MUL, TEST_SUB), 30.0), Job("last", (TEST_SUB,), 30.0)], 1)
+        made = executor.copies.made
+    assert [[o.outcome for o in run.outcomes] for run in after] == [["passed", "passed"], ["passed"]]
+    assert made == 2  # the rewritten copy was replaced; the clean one served "next" and then "last"
+
+
 class _NoProgress:
     def phase(self, name: str, total: int) -> None:
         pass

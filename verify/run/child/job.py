@@ -1,10 +1,11 @@
-"""One forked child's life: its own pristine copy of the project, its own cwd, temp dir and modules, then the
+"""One forked child's life: its own private copy of the project, its own cwd, temp dir and modules, then the
 gates under pytest with the mutated text served by the import hook, journalled gate by gate.
 
 Nothing a child does can reach another child or the user's tree through the files it was given: it works
-in a fresh copy of the parent's pristine private copy, which no child ever writes. Nor by naming a path: its
-first act is to confine itself (`verify.run.sandbox.confine`) to writing its own folder (copy, temp dir, journal,
-result, log), the claims folder it shares with its siblings and the project's `writable` paths. A child that
+in a copy identical to the parent's pristine private copy, which no child ever writes, and which serves a
+later child only if this one left it unchanged (`verify.run.sandbox.copies`). Nor by naming a path: its
+first act is to confine itself (`verify.run.sandbox.confine`) to writing its own folder (temp dir, journal,
+result, log), its copy, the claims folder it shares with its siblings and the project's `writable` paths. A child that
 was to be confined and is not (the kernel refused a step, or offered no Landlock where its parent found some)
 runs nothing: it never writes to the fd its executor gave it to say "confined" (closed before any of the
 mutant's code runs, so no mutant can say it), and exits with `UNCONFINED_EXIT`; the executor reports that as
@@ -15,10 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import io
 import json
 import os
-import shutil
 import signal
 import sys
 import tempfile
@@ -45,11 +46,8 @@ UNCONFINED_EXIT = 77  # the child was to be confined and could not be: it ran no
 class JobPaths:
     """Where one child works and what it leaves for the parent."""
 
-    base: Path  # the child's own folder: project copy, temp dir, journal, result, log
-
-    @property
-    def project(self) -> Path:
-        return self.base / "project"
+    base: Path  # the child's own folder: temp dir, journal, result, log
+    project: Path  # its private copy of the project, identical to the pristine tree (`verify.run.sandbox.copies`)
 
     @property
     def tmp(self) -> Path:
@@ -73,6 +71,24 @@ class JobPaths:
 _INSIDE: dict[tuple[str, str], bool] = {}
 
 
+@functools.cache
+def _real_folder(folder: str) -> str:
+    return os.path.realpath(folder)
+
+
+def _real_path(file: str) -> str:
+    """`file` with every link resolved; its folder resolved once for all the modules beside it (a thousand
+    files of torch lie in a few dozen folders)."""
+    if os.path.islink(file):
+        return os.path.realpath(file)
+    folder, name = os.path.split(os.path.abspath(file))
+    return os.path.join(_real_folder(folder), name)
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
 def _inside(module: Any, root: Path) -> bool:
     """A module loaded from the user's tree (a gate helper, a test module imported by an outer pytest run):
     the child must import its own copy from the private tree, never reuse the parent's. Installed packages
@@ -82,8 +98,8 @@ def _inside(module: Any, root: Path) -> bool:
         return False
     key = (file, str(root))
     if key not in _INSIDE:
-        path = Path(file).resolve()
-        _INSIDE[key] = path.is_relative_to(root.resolve()) and not path.is_relative_to(Path(sys.prefix).resolve())
+        path = _real_path(file)
+        _INSIDE[key] = _under(path, _real_folder(str(root))) and not _under(path, _real_folder(sys.prefix))
     return _INSIDE[key]
 
 
@@ -114,11 +130,10 @@ def _fresh_random_state() -> None:
         torch.manual_seed(torch.initial_seed())
 
 
-def _isolate(config: ProjectConfig, job: Any, pristine: Path, paths: JobPaths) -> Path:
-    """Copy the pristine tree, purge the project's modules, point sys.path, cwd and temp at this child's own."""
+def _isolate(config: ProjectConfig, job: Any, paths: JobPaths) -> Path:
+    """Purge the project's modules, point sys.path, cwd and temp at this child's own copy and folder."""
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_DFL)  # the parent decides when a child ends
-    shutil.copytree(pristine, paths.project, symlinks=True)
     paths.tmp.mkdir()
     os.environ["TMPDIR"] = str(paths.tmp)
     tempfile.tempdir = str(paths.tmp)
@@ -142,7 +157,6 @@ def _isolate(config: ProjectConfig, job: Any, pristine: Path, paths: JobPaths) -
 def run_child(
     config: ProjectConfig,
     job: Any,
-    pristine: Path,
     paths: JobPaths,
     claims: Path | None = None,
     confined: bool = False,
@@ -158,7 +172,8 @@ def run_child(
     # Before any of the project's code runs, and while this process has one thread: every later thread and
     # process inherits the restriction. Never unconfined where confinement was expected: no gate runs.
     try:
-        applied = confine([paths.base, *([claims] if claims is not None else []), *writable_paths(config.writable)])
+        own = [paths.base, paths.project, *([claims] if claims is not None else [])]
+        applied = confine([*own, *writable_paths(config.writable)])
         if confined and not applied.active:
             raise ConfineError(f"its parent found Landlock, this child got none ({applied.why.partition('; ')[0]})")
         if confined_fd >= 0:
@@ -169,7 +184,7 @@ def run_child(
     finally:
         if confined_fd >= 0:
             os.close(confined_fd)  # before any of the mutant's code runs: none can say "confined" here
-    private = _isolate(config, job, pristine, paths)
+    private = _isolate(config, job, paths)
     overrides = {str(private / rel): text for rel, text in job.overrides}
     finder = MutantFinder([private / rel for rel in config.import_paths], config.source_packages, overrides)
     sys.meta_path.insert(0, finder)

@@ -2,7 +2,8 @@
 
 The parent copies the project's source roots, gates, conftest files and pytest config once into a pristine
 private tree, imports the preload modules (torch) and pytest, and never imports the project's own modules.
-Each child (`verify.run.child.job`) copies that tree for itself and journals its gates as they finish; it starts
+Each child (`verify.run.child.job`) works in a copy of that tree identical to it, made for it or left unchanged
+by an earlier child (`verify.run.sandbox.copies`), and journals its gates as they finish; it starts
 hardened (`verify.run.sandbox.hardening`). The parent keeps up to N children alive, ends one past its budget (scaled
 by the machine's load less the job's own) or past a ceiling (`verify.run.execution.ceilings`), ends everything a job
 started however it ended (the parent is the subreaper of what a child leaves), and turns what a child left
@@ -36,17 +37,18 @@ from verify.run.child.job import JobPaths, prime, run_child, warm_pytest
 from verify.run.child.recorder import read_journal
 from verify.run.config.project import project_files
 from verify.run.config.settings import ProjectConfig
-from verify.run.execution import ceilings
+from verify.run.execution import ceilings, exits
 from verify.run.execution.devices import DevicePool, check_cuda_untouched, child_environment, visible_devices
 from verify.run.execution.jobs import Job, JobResult
 from verify.run.execution.remains import death, job_result, refusal
 from verify.run.sandbox import hardening, reaper
 from verify.run.sandbox.confine import probe
+from verify.run.sandbox.copies import CopyPool
 from verify.run.sandbox.private_copy import adopt_bytecode, copy_files
 
 __all__ = ["Executor", "Job", "JobResult"]
 
-_POLL_S = 0.01
+_POLL_S = 0.01  # the longest the loop waits for a child's exit before it reaps and watches again
 _LOAD_SAMPLE_S = 0.5
 _WATCH_S = 0.05  # how often each child's processes are counted against its ceiling
 _LEFTOVERS_S = 5.0  # to end what a finished job left behind, however deep
@@ -60,8 +62,9 @@ class _Running:
     scales: list[float]
     gpus: int = -1  # the DevicePool group it holds (-1: none)
     ceilings: hardening.Ceilings = hardening.Ceilings()
-    breach: tuple[str, str] = ("", "")  # (exc_type, why) when the parent ended it past a ceiling
     confined_fd: int = -1  # the child writes here once it is confined, before any gate: closed unwritten if not
+    pidfd: int = -1  # readable once the child has exited (-1: this system has no pidfd)
+    breach: tuple[str, str] = ("", "")  # (exc_type, why) when the parent ended it past a ceiling
 
     @property
     def budget_s(self) -> float:
@@ -79,6 +82,7 @@ class Executor:
         self._peak = 0  # the most memory an unmutated child of this executor took (peak RSS)
         self._keep, self._was_subreaper = set[int](), False
         self.pristine = Path()
+        self.copies = CopyPool(Path(), Path())
         self._tmp = ""
         self._count = 0
         self._devices: tuple[str, ...] = visible_devices() if config.device == "cuda" else ()
@@ -103,6 +107,7 @@ class Executor:
         self._tmp = tempfile.mkdtemp(prefix="dflash-verify-")
         self.pristine = Path(self._tmp, "pristine").resolve()
         copy_files(self.config.root, project_files(self.config), self.pristine)
+        self.copies = CopyPool(self.pristine, Path(self._tmp, "copies"))
         for name in self.config.preload:
             importlib.import_module(name)
         if self.config.device == "cuda":
@@ -143,10 +148,9 @@ class Executor:
                     gpus = self._pool.acquire() if self._pool is not None else -1
                     limits = ceilings.for_child(self.config, job.key, (num_jobs, self._slots), self._peak)
                     devices = self._pool.devices(gpus) if self._pool is not None else ()
-                    pid, paths, confined_fd = self._spawn(job, devices, limits)
-                    running[pid] = _Running(
-                        job, paths, time.monotonic(), [ceilings.load_scale()], gpus, limits, confined_fd=confined_fd
-                    )
+                    pid, paths, said = self._spawn(job, devices, limits)
+                    started, scales = time.monotonic(), [ceilings.load_scale()]
+                    running[pid] = _Running(job, paths, started, scales, gpus, limits, said, exits.pidfd(pid))
                 if time.monotonic() - last_watch > _WATCH_S:
                     last_watch = time.monotonic()
                     sample = last_watch - last_sample > _LOAD_SAMPLE_S
@@ -158,13 +162,15 @@ class Executor:
                         if sample:
                             entry.scales.append(ceilings.load_scale(own=reaper.running_tasks(processes)))
                 if not self._reap(running, done, on_done):
-                    time.sleep(_POLL_S)
+                    exits.wait([e.pidfd for e in running.values()], _POLL_S)
         finally:
             for pid, entry in running.items():
                 reaper.end_tree(pid)
                 self._kill(pid)
                 self._said.discard(entry.confined_fd)
                 os.close(entry.confined_fd)
+                exits.close(entry.pidfd)
+                self.copies.give_back(entry.paths.project, reusable=False)
                 shutil.rmtree(entry.paths.base, ignore_errors=True)
             reaper.end_children(keep=self._keep, within_s=_LEFTOVERS_S)
             self._pool = None
@@ -186,9 +192,11 @@ class Executor:
             with os.fdopen(entry.confined_fd, "rb") as said:
                 confined = said.read(1) == b"1"
             del running[pid]
+            exits.close(entry.pidfd)
             # What the job started outside its group came back here: it ends before another job's window opens.
             if reaper.has_strays(keep := self._keep | set(running)):
                 reaper.end_children(keep=keep, within_s=_LEFTOVERS_S)
+            over = not reaper.has_strays(keep)  # nothing of the job's can touch its copy any more
             # Its peak resident memory: a fork's counts only the pages it touched, so this is what it took.
             peak = usage.ru_maxrss * 1024 if finished else 0
             exit_code = os.waitstatus_to_exitcode(status) if finished else None
@@ -198,7 +206,9 @@ class Executor:
             if self._pool is not None and entry.gpus >= 0:
                 self._pool.release(entry.gpus)
             if entry.job.share_bytecode and result.state == "done" and not entry.job.overrides:  # a mutant's copy
-                adopt_bytecode(entry.paths.project, self.pristine)  # may hold any file: never taken
+                if adopt_bytecode(entry.paths.project, self.pristine):  # may hold any file: never taken
+                    self.copies.pristine_changed()  # the copies made before lack what it now holds
+            self.copies.give_back(entry.paths.project, reusable=over)
             shutil.rmtree(entry.paths.base, ignore_errors=True)
             done[entry.job.key] = result
             reaped = True
@@ -216,7 +226,7 @@ class Executor:
 
     def _spawn(self, job: Job, gpus: tuple[str, ...], limits: hardening.Ceilings) -> tuple[int, JobPaths, int]:
         self._count += 1
-        paths = JobPaths(Path(self._tmp, "jobs", f"{self._count}"))
+        paths = JobPaths(Path(self._tmp, "jobs", f"{self._count}"), self.copies.take())
         paths.base.mkdir(parents=True)
         claims = Path(self._tmp, "claims", job.claims) if job.claims else None
         if claims is not None:
@@ -245,7 +255,7 @@ class Executor:
                 sys.stdout = open(1, "w", buffering=1, errors="replace", closefd=False)  # noqa: SIM115
                 sys.stderr = open(2, "w", buffering=1, errors="replace", closefd=False)  # noqa: SIM115
                 exit_code = run_child(
-                    self.config, job, self.pristine, paths, claims, self._confined, confined_write, ceilings.load_scale
+                    self.config, job, paths, claims, self._confined, confined_write, ceilings.load_scale
                 )
                 # The job is over: whatever it started (a daemon in a session of its own) ends with it, before
                 # another job's window opens, so a late write can never be laid at another mutant's door.

@@ -44,14 +44,15 @@ def copy_files(root: Path, names: Iterable[str], dest: Path) -> None:
             shutil.copy2(source, dest / name)
 
 
-def adopt_bytecode(copy: Path, pristine: Path) -> None:
+def adopt_bytecode(copy: Path, pristine: Path) -> int:
     """Copy the bytecode a child compiled in its copy (`__pycache__/NAME.*.pyc`, pytest's rewritten gates
     included) into the pristine tree, so later children load it instead of compiling the same files again.
 
     Only caches of sources the pristine tree holds are taken, never replacing one it has; each lands whole
     (written aside, then renamed), since other children may be copying the pristine tree at that moment.
-    Python and pytest check every cache against its source before using it.
+    Python and pytest check every cache against its source before using it. Returns how many it took.
     """
+    taken = 0
     for pyc in copy.rglob("__pycache__/*.pyc"):
         rel = pyc.relative_to(copy)
         source = pristine / rel.parent.parent / f"{pyc.name.partition('.')[0]}.py"
@@ -62,3 +63,5 @@ def adopt_bytecode(copy: Path, pristine: Path) -> None:
         aside = dest.with_name(f".{dest.name}.tmp")
         shutil.copyfile(pyc, aside)
         aside.replace(dest)
+        taken += 1
+    return taken
