@@ -107,3 +107,23 @@ def test_the_homes_start_up_and_credential_files_are_inventoried(tmp_path: Path)
     changed = {Path(c.path).relative_to(home).as_posix() for c in diff(before, snapshot(root, (), home_paths(home)))}
     assert changed >= {".bash_aliases", ".git-credentials", ".config/gh/hosts.yml",
                        ".ipython/profile_default/startup/a.py"}  # fmt: skip
+
+
+def test_an_inventory_taken_aside_equals_one_taken_here(tree: Path) -> None:
+    from verify.run.sandbox.inventory import snapshot_aside
+
+    result = snapshot_aside(tree, {".dflash-cache"})
+    assert result().entries == snapshot(tree, {".dflash-cache"}).entries
+    assert result() is result()  # waited for once
+
+
+def test_a_helper_that_gives_nothing_back_is_replaced_by_an_inventory_taken_here(tree: Path, monkeypatch) -> None:
+    import verify.run.sandbox.inventory as inventory
+
+    def dies(data: object) -> bytes:
+        raise MemoryError  # in the helper, before it writes a byte
+
+    monkeypatch.setattr(inventory.marshal, "dumps", dies)
+    result = inventory.snapshot_aside(tree)
+    (tree / "notes.txt").write_text("changed before the wait\n")
+    assert result().entries == snapshot(tree).entries  # taken at the wait, the change included

@@ -85,7 +85,8 @@ def run_verify(
     cache = cache_mod.ResultCache(config.root, options.use_cache)
     tree = cache_mod.tree_digest(config)
     run = RunState(config, chosen, options, cache, on_report or (lambda report: None))
-    guard = TreeGuard(config.root, options.outputs, cache_mod.CACHE_DIR)  # the inventory before any child
+    # The inventory before any child, taken aside while the executor starts; `watch` waits for it.
+    guard = TreeGuard(config.root, options.outputs, cache_mod.CACHE_DIR, aside=True)
     run.confinement = guard.confinement.describe()
     with guard, signals_as_interrupts(), open_executor(config, options.ray_address) as executor:
         run.nodes = executor.nodes  # on a cluster the children's confinement is each node's

@@ -28,7 +28,7 @@ from typing import Any, TypeVar, cast
 
 from verify.run.sandbox import reaper
 from verify.run.sandbox.confine import Confinement, probe
-from verify.run.sandbox.inventory import Change, diff, home_paths, snapshot
+from verify.run.sandbox.inventory import Change, Snapshot, diff, home_paths, snapshot, snapshot_aside
 
 __all__ = ["TreeGuard"]
 
@@ -76,7 +76,11 @@ def _who(keys: list[str]) -> str:
 class TreeGuard:
     """Use as a context manager around the executor's `with` block; `errors` holds the findings after it."""
 
-    def __init__(self, root: Path, outputs: Iterable[Path] = (), cache_dir: str = ".dflash-cache") -> None:
+    def __init__(
+        self, root: Path, outputs: Iterable[Path] = (), cache_dir: str = ".dflash-cache", aside: bool = False
+    ) -> None:
+        """`aside`: the first inventory is taken by a helper process while the caller goes on, and the caller
+        must call `watch` before any child of its starts (`watch` waits for it)."""
         self.root = Path(root).resolve()
         self.confinement: Confinement = probe()
         skip = {cache_dir}
@@ -93,7 +97,11 @@ class TreeGuard:
         # Resolved now: the home the children see is the one in this process's environment when the run starts.
         self._home = Path(os.path.expanduser("~"))
         self._home_files = home_paths(self._home)
-        self._before = snapshot(self.root, skip, self._home_files)
+        if aside:  # taken while the executor starts (torch's import), waited for before the first child
+            self._before: Callable[[], Snapshot] = snapshot_aside(self.root, skip, self._home_files)
+        else:
+            before = snapshot(self.root, skip, self._home_files)
+            self._before = lambda: before
         self._children: set[int] = set()
         self._was_subreaper = False
         self._wrote_bytecode = sys.dont_write_bytecode
@@ -101,7 +109,9 @@ class TreeGuard:
         self.culprits: dict[str, list[str]] = {}  # job key -> the files that changed while it ran
 
     def watch(self, executor: E) -> E:
-        """The executor, recording each job's window (an executor in all but type, so the cast is exact)."""
+        """The executor, recording each job's window (an executor in all but type, so the cast is exact). Call
+        it before the executor runs any job: it waits for the inventory taken before the run."""
+        self._before()
         return cast(E, _Watched(executor, self._windows))
 
     def __enter__(self) -> TreeGuard:
@@ -125,7 +135,7 @@ class TreeGuard:
                 f"processes the run's children started could not be ended within {_LEFTOVERS_S:g} s (pids "
                 f"{', '.join(map(str, survivors))}): they may still change the user's files after this check"
             )
-        if changes := diff(self._before, after):
+        if changes := diff(self._before(), after):
             errors.append(self._describe(changes))
         self.errors = tuple(errors)
 
