@@ -50,8 +50,9 @@ TRACES: dict[str, Callable[[Path], object]] = {
     "removed": lambda copy: (copy / "pyproject.toml").unlink(),
     "chmod": lambda copy: (copy / "pkg" / "a.py").chmod(0o777),
     "hard link elsewhere": lambda copy: os.link(copy / "pkg" / "a.py", copy.parent / "outside"),
-    "folder replaced": lambda copy: (copy / "pkg" / "__pycache__").rename(copy / "old")
-    or (copy / "pkg" / "__pycache__").mkdir(),
+    "folder replaced": lambda copy: (
+        (copy / "pkg" / "__pycache__").rename(copy / "old") or (copy / "pkg" / "__pycache__").mkdir()
+    ),
 }
 
 
