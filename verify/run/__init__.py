@@ -21,8 +21,9 @@ A job's path, process by process:
     fork executor (`--executor fork`, the default; one machine)
       CLI process: phases.run -> execution.choice -> execution.fork.Executor (the warm parent: the pristine
         private copy, preload modules and pytest imported once, never the project's own modules)
-        -> os.fork() -> child: child.job.run_child (confine itself with Landlock, copy the pristine tree,
-           install the mutant import hook, run the gates under pytest with child.recorder journalling each
+        -> os.fork() -> child: child.job.run_child (confine itself with Landlock, in a copy of the pristine
+           tree the parent made or took back unchanged from an earlier child (sandbox.copies), install the
+           mutant import hook, run the gates under pytest with child.recorder journalling each
            gate; everything it starts is reaped when the job ends) -> result.json + journal, then os._exit
       <- parent reads the journal and result.json into a JobResult (execution.fork._collect), kills the
          child's process group past its budget
