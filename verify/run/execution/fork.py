@@ -194,9 +194,9 @@ class Executor:
             del running[pid]
             exits.close(entry.pidfd)
             # What the job started outside its group came back here: it ends before another job's window opens.
-            if reaper.has_strays(keep := self._keep | set(running)):
-                reaper.end_children(keep=keep, within_s=_LEFTOVERS_S)
-            over = not reaper.has_strays(keep)  # nothing of the job's can touch its copy any more
+            # Over once nothing of the job's is left to touch its copy: end_children names what outlived it.
+            keep = self._keep | set(running)
+            over = not reaper.has_strays(keep) or not reaper.end_children(keep=keep, within_s=_LEFTOVERS_S)
             # Its peak resident memory: a fork's counts only the pages it touched, so this is what it took.
             peak = usage.ru_maxrss * 1024 if finished else 0
             exit_code = os.waitstatus_to_exitcode(status) if finished else None

@@ -13,7 +13,6 @@ it, idle or lent. Knows nothing of jobs, mutations or verdicts.
 
 from __future__ import annotations
 
-import itertools
 import shutil
 from pathlib import Path
 
@@ -30,18 +29,17 @@ class CopyPool:
         self._idle: list[tuple[Path, Snapshot]] = []
         self._lent: dict[Path, tuple[Snapshot, int]] = {}  # copy -> (as made, the pristine tree's version then)
         self._version = 0  # of the pristine tree, moved by `pristine_changed`
-        self._numbers = itertools.count(1)
-        self.made = 0  # copies made so far (a figure for tests and benchmarks)
+        self.made = 0  # copies made so far, each named by its number (a figure for tests and benchmarks)
 
     def take(self) -> Path:
         """An idle copy identical to the pristine tree, or a new one."""
         if self._idle:
             copy, taken = self._idle.pop()
         else:
-            copy = self.folder / f"{next(self._numbers)}"
+            self.made += 1
+            copy = self.folder / f"{self.made}"
             shutil.copytree(self.pristine, copy, symlinks=True)
             taken = snapshot(copy)
-            self.made += 1
         self._lent[copy] = (taken, self._version)
         return copy
 
