@@ -97,3 +97,67 @@ def test_a_claimed_file_is_skipped_whole_and_the_next_folders_gates_still_run(tm
     summary, records = _run(root, claims, tmp_path / "teardowns-2")
     assert summary["exit"] == 0 and records == []
     assert not (tmp_path / "teardowns-2").exists()  # nothing set up, nothing torn down
+
+
+END_RUN = """import json, os, sys
+from pathlib import Path
+import pytest
+from verify.run.child.recorder import Recorder
+
+journal, seen = Path(sys.argv[1]), Path(sys.argv[2])
+
+
+def end(status):
+    # What the child does there: its result written from the journal as it stands, then the process ends.
+    seen.write_text(json.dumps({"status": status, "journal": journal.read_text().splitlines()}))
+    os._exit(0)
+
+
+code = pytest.main([*sys.argv[3:], "-q", "-p", "no:cacheprovider"], plugins=[Recorder(journal, on_session_end=end)])
+print(json.dumps({"exit": int(code)}))
+"""
+END_CONFTEST = """import os
+
+
+def pytest_sessionfinish(session, exitstatus):
+    with open(os.environ["FINISH_LOG"], "a") as log:
+        log.write("sessionfinish\\n")
+"""
+END_GATES = """def test_green():
+    assert True
+
+
+def test_red():
+    assert 1 == 2
+"""
+
+
+def _end_run(root: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+    journal, seen, log = root / "journal.jsonl", root / "seen.json", root / "finish.log"
+    env = {"FINISH_LOG": str(log), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run(
+        [sys.executable, "-c", END_RUN, str(journal), str(seen), *args],
+        cwd=root, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return done, seen, log
+
+
+def test_the_child_ends_once_every_gate_is_journalled_before_pytests_own_end_of_session(tmp_path) -> None:
+    (tmp_path / "conftest.py").write_text(END_CONFTEST)
+    (tmp_path / "test_gates.py").write_text(END_GATES)
+    done, seen, log = _end_run(tmp_path, "test_gates.py")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert '"exit"' not in done.stdout, "pytest.main returned: the session was not ended at its end"
+    ended = json.loads(seen.read_text())
+    assert ended["status"] == 1  # a gate failed
+    records = [json.loads(line) for line in ended["journal"]]
+    outcomes = {r["gate_id"]: r["outcome"] for r in records if "gate_id" in r}
+    assert outcomes == {"test_gates.py::test_green": "passed", "test_gates.py::test_red": "assertion"}
+    assert not log.exists(), "the project's own sessionfinish ran: the end came after pytest's"
+
+
+def test_a_session_pytest_refused_ends_its_own_way(tmp_path) -> None:
+    (tmp_path / "test_gates.py").write_text(END_GATES)
+    done, seen, _ = _end_run(tmp_path, "test_gates.py", "--no-such-option")
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"exit": 4}  # usage error, words in the log
+    assert not seen.exists()

@@ -25,6 +25,7 @@ A job's path, process by process:
            tree the parent made or took back unchanged from an earlier child (sandbox.copies), install the
            mutant import hook, run the gates under pytest with child.recorder journalling each
            gate; everything it starts is reaped when the job ends) -> result.json + journal, then os._exit
+           (a run without coverage exits from pytest's session end, skipping its summary and unconfigure)
       <- parent reads the journal and result.json into a JobResult (execution.fork._collect), kills the
          child's process group past its budget
 

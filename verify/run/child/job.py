@@ -25,7 +25,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -34,6 +34,7 @@ from verify.run.child import coverage
 from verify.run.child.recorder import Recorder
 from verify.run.config.settings import ProjectConfig
 from verify.run.config.writable import writable_paths
+from verify.run.sandbox import reaper
 from verify.run.sandbox.confine import ConfineError, confine
 from verify.seeds import GATE_SEED_ENV
 
@@ -163,12 +164,13 @@ def run_child(
     confined_fd: int = -1,
     load_scale: Callable[[], float] = lambda: 1.0,
 ) -> int:
-    """The child's body; returns its exit code. `job` is a `verify.run.execution.fork.Job`; `claims` is the folder it
-    shares with the sibling children that split its gates (None: it runs them all); `confined` says that its
-    parent found Landlock, so this child runs nothing unless it is confined too; `confined_fd` (a pipe's write
-    end, or -1) gets one byte once it is, and is closed either way before any gate; `load_scale` is the
-    executor's measure of the load, which stretches each gate's deadline (passed in: the child imports no
-    executor)."""
+    """The child's body; returns its exit code, unless it ends the process itself as soon as its result is
+    written (a run without coverage, from pytest's end of session: `_end`). `job` is a
+    `verify.run.execution.fork.Job`; `claims` is the folder it shares with the sibling children that split its
+    gates (None: it runs them all); `confined` says that its parent found Landlock, so this child runs nothing
+    unless it is confined too; `confined_fd` (a pipe's write end, or -1) gets one byte once it is, and is
+    closed either way before any gate; `load_scale` is the executor's measure of the load, which stretches
+    each gate's deadline (passed in: the child imports no executor)."""
     # Before any of the project's code runs, and while this process has one thread: every later thread and
     # process inherits the restriction. Never unconfined where confinement was expected: no gate runs.
     try:
@@ -191,23 +193,43 @@ def run_child(
     # The harness owns its children's stream: a DFLASH_GATE_SEED the user exported never reaches a gate.
     os.environ[GATE_SEED_ENV] = str(job.gate_seed)
     cov = coverage.start(private, config.source_roots) if job.measure_coverage else None
+
+    def result(exit_code: int) -> None:
+        payload: dict[str, Any] = {
+            "pytest_exit": exit_code,
+            "loaded": sorted(str(Path(p).relative_to(private)) for p in finder.loaded),
+            "collect_errors": recorder.collect_errors,
+            "order": recorder.order,
+        }
+        if cov is not None:
+            payload["coverage"] = {"lines": coverage.collect(cov, private), "fixtures": recorder.fixtures}
+        tmp = paths.result.with_suffix(".tmp")
+        tmp.write_text(json.dumps(payload))
+        os.replace(tmp, paths.result)
+
+    def end_now(exit_code: int) -> None:
+        result(exit_code)
+        _end(0)
+
     recorder = Recorder(
         paths.journal, config.invariant_errors, cov, job.force_fail, job.stop_after, claims, dict(job.deadlines),
-        load_scale,
+        load_scale, end_now if cov is None else None,
     )  # fmt: skip
     # Excluded files are absent from the copy (`verify.run.config.project`), so only `pytest_args` is added here.
     args = [*(job.gate_ids or config.gates), *config.marker_args, "-p", "no:cacheprovider", "-q", *config.pytest_args]
     args += ["--rootdir", str(private)]
-    exit_code = pytest.main(args, plugins=[recorder])
-    payload: dict[str, Any] = {
-        "pytest_exit": int(exit_code),
-        "loaded": sorted(str(Path(p).relative_to(private)) for p in finder.loaded),
-        "collect_errors": recorder.collect_errors,
-        "order": recorder.order,
-    }
-    if cov is not None:
-        payload["coverage"] = {"lines": coverage.collect(cov, private), "fixtures": recorder.fixtures}
-    tmp = paths.result.with_suffix(".tmp")
-    tmp.write_text(json.dumps(payload))
-    os.replace(tmp, paths.result)
+    result(int(pytest.main(args, plugins=[recorder])))
     return 0
+
+
+def _end(exit_code: int) -> NoReturn:
+    """The child's end as soon as its result is written, from inside pytest's end of session: what the job started
+    ends with it, as after any child (`verify.run.execution.fork`), its streams are flushed, and the process
+    exits without running another line of pytest's."""
+    try:
+        reaper.end_children(within_s=5.0)
+    finally:
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(exit_code)

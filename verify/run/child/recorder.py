@@ -35,6 +35,10 @@ from verify.run.child.deadline import GateDeadlines, GateTimeout
 __all__ = ["GateTimeout", "MutantInterrupt", "Recorder", "classify", "read_journal"]
 
 
+# pytest's exit statuses for a session that ran: every gate passed, some failed, or none was collected.
+_SESSION_RAN = frozenset({0, 1, 5})
+
+
 class MutantInterrupt(Exception):
     """A KeyboardInterrupt raised by the code under test, not by a user: the child's process group never
     receives the terminal's Ctrl-C (the parent kills children itself), so it is the mutant's own doing."""
@@ -65,8 +69,11 @@ class Recorder:
         claims: Path | None = None,
         deadlines: Mapping[str, float] | None = None,
         load_scale: Callable[[], float] = lambda: 1.0,
+        on_session_end: Callable[[int], None] | None = None,
     ) -> None:
         self.journal = journal
+        # Called with pytest's exit status once the gates are over, before pytest's own end of session.
+        self.on_session_end = on_session_end
         self.invariant_errors = tuple(invariant_errors)
         self.coverage = coverage  # a started coverage.Coverage, or None
         self.force_fail = force_fail
@@ -239,6 +246,14 @@ class Recorder:
                 # interrupted, and its terminal reporter then formats the interrupt's traceback (~90 ms a child,
                 # parsing every frame's source file), which nothing reads.
                 self._session.shouldfail = "dflash-verify: first kill"
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        # Every gate's outcome is in the journal by now. What pytest does after this (its summary, the teardown of
+        # fixtures a first kill left set up, the unconfigure hooks, a full garbage collection) decides nothing,
+        # and cost ~25 ms a child; a session pytest could not run is left to end its own way, its words in the log.
+        if self.on_session_end is not None and int(exitstatus) in _SESSION_RAN:
+            self.on_session_end(int(exitstatus))
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
