@@ -23,6 +23,7 @@ import os
 import signal
 import sys
 import tempfile
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -38,7 +39,7 @@ from verify.run.sandbox import reaper
 from verify.run.sandbox.confine import ConfineError, confine
 from verify.seeds import GATE_SEED_ENV
 
-__all__ = ["UNCONFINED_EXIT", "JobPaths", "prime", "run_child", "warm_pytest"]
+__all__ = ["UNCONFINED_EXIT", "JobPaths", "end_child", "prime", "run_child", "warm_pytest"]
 
 UNCONFINED_EXIT = 77  # the child was to be confined and could not be: it ran nothing (EX_NOPERM)
 
@@ -165,7 +166,7 @@ def run_child(
     load_scale: Callable[[], float] = lambda: 1.0,
 ) -> int:
     """The child's body; returns its exit code, unless it ends the process itself as soon as its result is
-    written (a run without coverage, from pytest's end of session: `_end`). `job` is a
+    written (a run without coverage, from pytest's end of session: `end_child`). `job` is a
     `verify.run.execution.fork.Job`; `claims` is the folder it shares with the sibling children that split its
     gates (None: it runs them all); `confined` says that its parent found Landlock, so this child runs nothing
     unless it is confined too; `confined_fd` (a pipe's write end, or -1) gets one byte once it is, and is
@@ -209,7 +210,7 @@ def run_child(
 
     def end_now(exit_code: int) -> None:
         result(exit_code)
-        _end(0)
+        end_child(0)
 
     recorder = Recorder(
         paths.journal, config.invariant_errors, cov, job.force_fail, job.stop_after, claims, dict(job.deadlines),
@@ -222,12 +223,16 @@ def run_child(
     return 0
 
 
-def _end(exit_code: int) -> NoReturn:
-    """The child's end as soon as its result is written, from inside pytest's end of session: what the job started
-    ends with it, as after any child (`verify.run.execution.fork`), its streams are flushed, and the process
-    exits without running another line of pytest's."""
+def end_child(exit_code: int) -> NoReturn:
+    """A child's last act, once its result is written (after `run_child` returns, or from inside pytest's end of
+    session): whatever the job started (a daemon in a session of its own) ends with it, before another job's
+    window opens, so a late write can never be laid at another mutant's door; its streams are flushed, and the
+    process exits without running another line of pytest's or the parent's."""
     try:
         reaper.end_children(within_s=5.0)
+    except BaseException:
+        with contextlib.suppress(BaseException):
+            os.write(2, traceback.format_exc().encode())
     finally:
         with contextlib.suppress(BaseException):
             sys.stdout.flush()

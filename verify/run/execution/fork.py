@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from verify.report.verdict import GateOutcome, Outcome
-from verify.run.child.job import JobPaths, prime, run_child, warm_pytest
+from verify.run.child.job import JobPaths, end_child, prime, run_child, warm_pytest
 from verify.run.child.recorder import read_journal
 from verify.run.config.project import project_files
 from verify.run.config.settings import ProjectConfig
@@ -257,9 +257,7 @@ class Executor:
                 exit_code = run_child(
                     self.config, job, paths, claims, self._confined, confined_write, ceilings.load_scale
                 )
-                # The job is over: whatever it started (a daemon in a session of its own) ends with it, before
-                # another job's window opens, so a late write can never be laid at another mutant's door.
-                reaper.end_children(within_s=5.0)
+                end_child(exit_code)  # the job is over: what it started ends with it, and so does this process
             except BaseException:
                 with contextlib.suppress(BaseException):
                     os.write(2, traceback.format_exc().encode())
