@@ -174,8 +174,10 @@ def test_an_unmutated_run_shares_its_bytecode_and_a_mutant_never_does(toy_copy) 
     assert [o.outcome for o in again.outcomes] == ["passed", "passed"]
 
 
-def test_a_mutant_that_rewrites_its_copy_leaves_the_next_child_a_pristine_one(toy_copy) -> None:
-    # One slot, so every child gets the copy the last one gave back, if that one left it untouched.
+def test_a_mutant_that_rewrites_its_copy_leaves_the_next_child_a_pristine_one(toy_copy, monkeypatch) -> None:
+    # One slot, so every child gets the copy the last one gave back, if that one left it untouched. Every job
+    # in a fresh child: a warm worker's copy is its own (test_verify_warm.py).
+    monkeypatch.setenv("DFLASH_WARM", "off")
     root = toy_copy()
     gate = "tests/gates/test_arith.py"
     rewrite = f"(__import__('pathlib').Path(__file__).parents[1] / '{gate}').write_text('def test_sub(): assert 0')"

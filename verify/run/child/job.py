@@ -39,7 +39,8 @@ from verify.run.sandbox import reaper
 from verify.run.sandbox.confine import ConfineError, confine
 from verify.seeds import GATE_SEED_ENV
 
-__all__ = ["UNCONFINED_EXIT", "JobPaths", "end_child", "prime", "run_child", "warm_pytest"]
+__all__ = ["UNCONFINED_EXIT", "JobPaths", "end_child", "fresh_random_state", "isolate", "prime", "run_child",
+           "warm_pytest", "write_result"]  # fmt: skip
 
 UNCONFINED_EXIT = 77  # the child was to be confined and could not be: it ran nothing (EX_NOPERM)
 
@@ -120,7 +121,7 @@ def warm_pytest(empty: Path) -> None:
         pytest.main(args)
 
 
-def _fresh_random_state() -> None:
+def fresh_random_state() -> None:
     """Random generators as a fresh process has them, not as the parent left them. CPython reseeds `random` at
     a fork; numpy seeds its global generator from the OS at import, so it is reseeded the same way; torch's
     default generator starts from its seed. Otherwise every child draws the parent's numbers, and a gate that
@@ -132,7 +133,7 @@ def _fresh_random_state() -> None:
         torch.manual_seed(torch.initial_seed())
 
 
-def _isolate(config: ProjectConfig, job: Any, paths: JobPaths) -> Path:
+def isolate(config: ProjectConfig, job: Any, paths: JobPaths) -> Path:
     """Purge the project's modules, point sys.path, cwd and temp at this child's own copy and folder."""
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_DFL)  # the parent decides when a child ends
@@ -141,7 +142,7 @@ def _isolate(config: ProjectConfig, job: Any, paths: JobPaths) -> Path:
     tempfile.tempdir = str(paths.tmp)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)  # one core per child; the parent runs N of them
-    _fresh_random_state()
+    fresh_random_state()
     # A shared unmutated run compiles into its copy for the parent to adopt (not under a user's pycache
     # prefix: that folder is theirs). Every other child only reads the caches, whatever the user's setting.
     sys.dont_write_bytecode = not (job.share_bytecode and sys.pycache_prefix is None)
@@ -187,7 +188,7 @@ def run_child(
     finally:
         if confined_fd >= 0:
             os.close(confined_fd)  # before any of the mutant's code runs: none can say "confined" here
-    private = _isolate(config, job, paths)
+    private = isolate(config, job, paths)
     overrides = {str(private / rel): text for rel, text in job.overrides}
     finder = MutantFinder([private / rel for rel in config.import_paths], config.source_packages, overrides)
     sys.meta_path.insert(0, finder)
@@ -196,17 +197,7 @@ def run_child(
     cov = coverage.start(private, config.source_roots) if job.measure_coverage else None
 
     def result(exit_code: int) -> None:
-        payload: dict[str, Any] = {
-            "pytest_exit": exit_code,
-            "loaded": sorted(str(Path(p).relative_to(private)) for p in finder.loaded),
-            "collect_errors": recorder.collect_errors,
-            "order": recorder.order,
-        }
-        if cov is not None:
-            payload["coverage"] = {"lines": coverage.collect(cov, private), "fixtures": recorder.fixtures}
-        tmp = paths.result.with_suffix(".tmp")
-        tmp.write_text(json.dumps(payload))
-        os.replace(tmp, paths.result)
+        write_result(paths, private, finder.loaded, recorder, exit_code, cov)
 
     def end_now(exit_code: int) -> None:
         result(exit_code)
@@ -221,6 +212,24 @@ def run_child(
     args += ["--rootdir", str(private)]
     result(int(pytest.main(args, plugins=[recorder])))
     return 0
+
+
+def write_result(
+    paths: JobPaths, private: Path, loaded: set[str], recorder: Recorder, exit_code: int, cov: Any = None
+) -> None:
+    """The child's result for its parent, written whole or not at all: pytest's exit status, the mutated files it
+    imported, its collection errors and order, and its coverage when measured."""
+    payload: dict[str, Any] = {
+        "pytest_exit": exit_code,
+        "loaded": sorted(str(Path(p).relative_to(private)) for p in loaded),
+        "collect_errors": recorder.collect_errors,
+        "order": recorder.order,
+    }
+    if cov is not None:
+        payload["coverage"] = {"lines": coverage.collect(cov, private), "fixtures": recorder.fixtures}
+    tmp = paths.result.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload))
+    os.replace(tmp, paths.result)
 
 
 def end_child(exit_code: int) -> NoReturn:

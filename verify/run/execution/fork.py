@@ -4,7 +4,9 @@ The parent copies the project's source roots, gates, conftest files and pytest c
 private tree, imports the preload modules (torch) and pytest, and never imports the project's own modules.
 Each child (`verify.run.child.job`) works in a copy of that tree identical to it, made for it or left unchanged
 by an earlier child (`verify.run.sandbox.copies`), and journals its gates as they finish; it starts
-hardened (`verify.run.sandbox.hardening`). The parent keeps up to N children alive, ends one past its budget (scaled
+hardened (`verify.run.sandbox.hardening`). A job a warm worker can serve (`verify.run.execution.zygotes`) gets its
+child from it instead, already past pytest's start-up and collection; that child is this parent's child too,
+watched, ended and reaped as one forked here. The parent keeps up to N children alive, ends one past its budget (scaled
 by the machine's load less the job's own) or past a ceiling (`verify.run.execution.ceilings`), ends everything a job
 started however it ended (the parent is the subreaper of what a child leaves), and turns what a child left
 behind into one outcome per gate: what finished, what was running when it hung or died, and what never ran.
@@ -19,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
-import json
 import os
 import shutil
 import signal
@@ -32,15 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verify.report.verdict import GateOutcome, Outcome
 from verify.run.child.job import JobPaths, end_child, prime, run_child, warm_pytest
-from verify.run.child.recorder import read_journal
 from verify.run.config.project import project_files
 from verify.run.config.settings import ProjectConfig
 from verify.run.execution import ceilings, exits
 from verify.run.execution.devices import DevicePool, check_cuda_untouched, child_environment, visible_devices
 from verify.run.execution.jobs import Job, JobResult
-from verify.run.execution.remains import death, job_result, refusal
+from verify.run.execution.remains import collect
+from verify.run.execution.zygotes import Zygotes
 from verify.run.sandbox import hardening, reaper
 from verify.run.sandbox.confine import probe
 from verify.run.sandbox.copies import CopyPool
@@ -64,6 +64,7 @@ class _Running:
     ceilings: hardening.Ceilings = hardening.Ceilings()
     confined_fd: int = -1  # the child writes here once it is confined, before any gate: closed unwritten if not
     pidfd: int = -1  # readable once the child has exited (-1: this system has no pidfd)
+    worker: int = 0  # the warm worker that forked it (`verify.run.execution.zygotes`); 0: forked here
     breach: tuple[str, str] = ("", "")  # (exc_type, why) when the parent ended it past a ceiling
 
     @property
@@ -91,6 +92,7 @@ class Executor:
         self._pool: DevicePool | None = None
         self._confined = False  # Landlock found here: then a child that cannot confine itself runs nothing
         self._said: set[int] = set()  # the read ends of the running children's "confined" pipes
+        self.warm = Zygotes(config, Path(), self.copies, False, ceilings.load_scale)
 
     @property
     def nodes(self) -> tuple[tuple[str, str], ...]:
@@ -117,12 +119,14 @@ class Executor:
         # What a child leaves behind comes back here (on a Ray node too) and is ended after every job.
         self._keep, self._was_subreaper = reaper.children(), reaper.is_subreaper()
         reaper.become_subreaper()
+        self.warm = Zygotes(self.config, Path(self._tmp, "workers"), self.copies, self._confined, ceilings.load_scale)
         # Objects alive now are shared by every child: freezing them keeps each child's collections
         # from walking (and copy-on-write touching) the parent's heap, torch included.
         gc.freeze()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.warm.close()
         reaper.become_subreaper(self._was_subreaper)
         gc.unfreeze()
         shutil.rmtree(self._tmp, ignore_errors=True)
@@ -141,6 +145,7 @@ class Executor:
         running: dict[int, _Running] = {}
         done: dict[str, JobResult] = {}
         last_sample = last_watch = 0.0
+        self.warm.want(jobs, num_jobs, self._said)
         try:
             while pending or running:
                 while pending and len(running) < max(1, num_jobs):
@@ -148,9 +153,11 @@ class Executor:
                     gpus = self._pool.acquire() if self._pool is not None else -1
                     limits = ceilings.for_child(self.config, job.key, (num_jobs, self._slots), self._peak)
                     devices = self._pool.devices(gpus) if self._pool is not None else ()
-                    pid, paths, said = self._spawn(job, devices, limits)
+                    hot = self.warm.take(job, limits) if gpus < 0 else None
+                    pid, paths, said, worker = hot or (*self._spawn(job, devices, limits), 0)
+                    self._said.add(said)
                     started, scales = time.monotonic(), [ceilings.load_scale()]
-                    running[pid] = _Running(job, paths, started, scales, gpus, limits, said, exits.pidfd(pid))
+                    running[pid] = _Running(job, paths, started, scales, gpus, limits, said, exits.pidfd(pid), worker)
                 if time.monotonic() - last_watch > _WATCH_S:
                     last_watch = time.monotonic()
                     sample = last_watch - last_sample > _LOAD_SAMPLE_S
@@ -170,9 +177,8 @@ class Executor:
                 self._said.discard(entry.confined_fd)
                 os.close(entry.confined_fd)
                 exits.close(entry.pidfd)
-                self.copies.give_back(entry.paths.project, reusable=False)
-                shutil.rmtree(entry.paths.base, ignore_errors=True)
-            reaper.end_children(keep=self._keep, within_s=_LEFTOVERS_S)
+                self._give_back(entry, over=False)
+            reaper.end_children(keep=self._keep | self.warm.pids(), within_s=_LEFTOVERS_S)
             self._pool = None
         return [done[j.key] for j in jobs]
 
@@ -195,12 +201,15 @@ class Executor:
             exits.close(entry.pidfd)
             # What the job started outside its group came back here: it ends before another job's window opens.
             # Over once nothing of the job's is left to touch its copy: end_children names what outlived it.
-            keep = self._keep | set(running)
+            keep = self._keep | set(running) | self.warm.pids()
             over = not reaper.has_strays(keep) or not reaper.end_children(keep=keep, within_s=_LEFTOVERS_S)
             # Its peak resident memory: a fork's counts only the pages it touched, so this is what it took.
             peak = usage.ru_maxrss * 1024 if finished else 0
             exit_code = os.waitstatus_to_exitcode(status) if finished else None
-            result = self._collect(entry, exit_code, elapsed, peak, confined or not self._confined)
+            result = collect(
+                entry.job, entry.paths, entry.breach, entry.ceilings, entry.budget_s, exit_code, elapsed, peak,
+                confined or not self._confined,
+            )  # fmt: skip
             if ceilings.harness_job(entry.job.key) and result.state == "done":
                 self._peak = max(self._peak, peak)
             if self._pool is not None and entry.gpus >= 0:
@@ -208,13 +217,21 @@ class Executor:
             if entry.job.share_bytecode and result.state == "done" and not entry.job.overrides:  # a mutant's copy
                 if adopt_bytecode(entry.paths.project, self.pristine):  # may hold any file: never taken
                     self.copies.pristine_changed()  # the copies made before lack what it now holds
-            self.copies.give_back(entry.paths.project, reusable=over)
-            shutil.rmtree(entry.paths.base, ignore_errors=True)
+                    self.warm.pristine_changed()
+            self._give_back(entry, over)
             done[entry.job.key] = result
             reaped = True
             if on_done is not None:
                 on_done(result)
         return reaped
+
+    def _give_back(self, entry: _Running, over: bool) -> None:
+        """A finished job's copy (or its worker's) serves again if nothing of the job is left and it is unchanged."""
+        if entry.worker:
+            self.warm.give_back(entry.worker, over)
+        else:
+            self.copies.give_back(entry.paths.project, reusable=over)
+        shutil.rmtree(entry.paths.base, ignore_errors=True)
 
     @staticmethod
     def _kill(pid: int) -> None:
@@ -240,20 +257,11 @@ class Executor:
         if pid == 0:  # the child: never returns into the parent's code
             exit_code = 70
             try:
-                for fd in (confined_read, *self._said):  # a sibling's pipe is none of this child's business
+                for fd in (confined_read, *self._said, *self.warm.fds()):  # a sibling's is none of its business
                     os.close(fd)
-                os.setpgid(0, 0)
-                hardening.die_with_parent(parent)
+                # Before the project's code: no secret of the harness, no terminal, the ceilings, the log.
+                hardening.enter(parent, environment, limits, paths.log)
                 reaper.become_subreaper()  # what the job starts comes back here when its parent dies
-                # Before the project's code: no secret of the harness, no terminal, the ceilings.
-                hardening.harden(environment, limits)
-                log_fd = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                os.dup2(log_fd, 1)
-                os.dup2(log_fd, 2)
-                # The parent's sys.stdout may be an in-process capture (a CliRunner, pytest's): pytest's own
-                # words (a usage error) must reach the log the parent reads, so both streams write to the fds.
-                sys.stdout = open(1, "w", buffering=1, errors="replace", closefd=False)  # noqa: SIM115
-                sys.stderr = open(2, "w", buffering=1, errors="replace", closefd=False)  # noqa: SIM115
                 exit_code = run_child(
                     self.config, job, paths, claims, self._confined, confined_write, ceilings.load_scale
                 )
@@ -269,30 +277,4 @@ class Executor:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.setpgid(pid, pid)  # both sides set it, so a kill right after fork cannot miss
         os.close(confined_write)
-        self._said.add(confined_read)
         return pid, paths, confined_read
-
-    def _collect(
-        self, entry: _Running, exit_code: int | None, elapsed: float, peak: int = 0, confined: bool = True
-    ) -> JobResult:
-        job, paths = entry.job, entry.paths
-        data = json.loads(paths.result.read_text()) if exit_code == 0 and paths.result.is_file() else {}
-        if not entry.breach[0] and exit_code and not data:  # died: at its memory ceiling?
-            entry.breach = ceilings.died_at(peak, entry.ceilings, exit_code)
-        if not confined:  # it ran no gate: harness trouble, tried again, never a verdict
-            tail = paths.log.read_text(errors="replace").strip().splitlines()[-1:] if paths.log.is_file() else []
-            state, why = "unconfined", (tail[0] if tail else "the child did not confine itself")[:200]
-            running_outcome = GateOutcome("", Outcome.NOT_RUN, 0.0, "Unconfined", why)
-        elif entry.breach[0]:
-            state, why = "died", entry.breach[1]
-            running_outcome = GateOutcome("", Outcome.EXCEPTION, 0.0, entry.breach[0], why)
-        elif exit_code is None:
-            state, why = "timeout", f"still running after {entry.budget_s:.1f}s (budget {job.timeout_s:.1f}s x load)"
-            running_outcome = GateOutcome("", Outcome.TIMEOUT, elapsed, "Timeout", why)
-        elif data:
-            state, why = "done", refusal(data, paths.log)
-            running_outcome = GateOutcome("", Outcome.NOT_RUN, 0.0, "Interrupted", "the session ended inside it")
-        else:
-            kind, why = death(exit_code, paths.log)
-            state, running_outcome = "died", GateOutcome("", Outcome.EXCEPTION, 0.0, kind, why)
-        return job_result(job, data, read_journal(paths.journal), state, why, running_outcome, elapsed)

@@ -8,14 +8,19 @@ or the child hung before any gate began. Shared by every executor that forks chi
 
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
 from typing import Any
 
 from verify.report.verdict import GateOutcome, Outcome
+from verify.run.child.job import JobPaths
+from verify.run.child.recorder import read_journal
+from verify.run.execution import ceilings
 from verify.run.execution.jobs import Job, JobResult
+from verify.run.sandbox import hardening
 
-__all__ = ["death", "job_result", "refusal"]
+__all__ = ["collect", "death", "job_result", "refusal"]
 
 # pytest's exit codes for a session it could not run at all (an internal error, a usage error): no gate ran.
 _PYTEST_REFUSED = {3: "internal error", 4: "usage error"}
@@ -80,3 +85,31 @@ def job_result(
 
 def _replace_id(outcome: GateOutcome, gate_id: str) -> GateOutcome:
     return GateOutcome(gate_id, outcome.outcome, outcome.duration_s, outcome.exc_type, outcome.message)
+
+
+def collect(
+    job: Job, paths: JobPaths, breach: tuple[str, str], limits: hardening.Ceilings, budget_s: float,
+    exit_code: int | None, elapsed: float, peak: int = 0, confined: bool = True,
+) -> JobResult:  # fmt: skip
+    """A forked child's `JobResult`, from how it ended (`exit_code` None: still running past `budget_s`; `breach`:
+    the ceiling the executor ended it at) and what it left in `paths`."""
+    data = json.loads(paths.result.read_text()) if exit_code == 0 and paths.result.is_file() else {}
+    if not breach[0] and exit_code and not data:  # died: at its memory ceiling?
+        breach = ceilings.died_at(peak, limits, exit_code)
+    if not confined:  # it ran no gate: harness trouble, tried again, never a verdict
+        tail = paths.log.read_text(errors="replace").strip().splitlines()[-1:] if paths.log.is_file() else []
+        state, why = "unconfined", (tail[0] if tail else "the child did not confine itself")[:200]
+        running_outcome = GateOutcome("", Outcome.NOT_RUN, 0.0, "Unconfined", why)
+    elif breach[0]:
+        state, why = "died", breach[1]
+        running_outcome = GateOutcome("", Outcome.EXCEPTION, 0.0, breach[0], why)
+    elif exit_code is None:
+        state, why = "timeout", f"still running after {budget_s:.1f}s (budget {job.timeout_s:.1f}s x load)"
+        running_outcome = GateOutcome("", Outcome.TIMEOUT, elapsed, "Timeout", why)
+    elif data:
+        state, why = "done", refusal(data, paths.log)
+        running_outcome = GateOutcome("", Outcome.NOT_RUN, 0.0, "Interrupted", "the session ended inside it")
+    else:
+        kind, why = death(exit_code, paths.log)
+        state, running_outcome = "died", GateOutcome("", Outcome.EXCEPTION, 0.0, kind, why)
+    return job_result(job, data, read_journal(paths.journal), state, why, running_outcome, elapsed)

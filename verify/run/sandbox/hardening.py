@@ -37,8 +37,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Ceilings", "SECRET_DOC", "clean_environment", "die_with_parent", "harden", "is_secret", "memory_bytes",
-           "vm_data_bytes"]  # fmt: skip
+__all__ = ["Ceilings", "SECRET_DOC", "clean_environment", "die_with_parent", "enter", "harden", "is_secret",
+           "memory_bytes", "vm_data_bytes"]  # fmt: skip
 
 # Names matched whole (case-insensitive) against each variable name; see the module docstring for why each.
 _SECRET_NAMES = re.compile(
@@ -136,3 +136,19 @@ def harden(environment: Mapping[str, str], ceilings: Ceilings) -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the ceiling fails with EFBIG, named
         with contextlib.suppress(OSError, ValueError):
             resource.setrlimit(resource.RLIMIT_FSIZE, (ceilings.file_bytes, ceilings.file_bytes))
+
+
+def enter(parent: int, environment: Mapping[str, str], ceilings: Ceilings, log: Path) -> None:
+    """A forked child's first acts: its own process group, death with `parent`, `harden`, and both streams on
+    `log`, where its parent reads its last words."""
+    os.setpgid(0, 0)
+    die_with_parent(parent)
+    harden(environment, ceilings)
+    log_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    # The parent's sys.stdout may be an in-process capture (a CliRunner, pytest's): pytest's own words (a usage
+    # error) must reach the log the parent reads, so both streams write to the fds.
+    sys.stdout = open(1, "w", buffering=1, errors="replace", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, errors="replace", closefd=False)  # noqa: SIM115

@@ -1,0 +1,82 @@
+"""Warm workers (`verify.run.execution.zygotes`, `verify.run.child.zygote`) on the toy project: a job a worker
+serves gives what a fresh child gives, a mutation no swap can reproduce runs cold, and a worker whose copy a job
+changed serves no other job."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from verify.run.config.settings import load_config
+from verify.run.execution.fork import Executor, Job
+
+ARITH = "toy/arith.py"
+TEST_MUL = "tests/gates/test_arith.py::test_mul"
+TEST_SUB = "tests/gates/test_arith.py::test_sub"
+RAISE_PPID = "(_ for _ in ()).throw(AssertionError(str(__import__('os').getppid())))"
+
+
+def _override(root, old: str, new: str) -> tuple[tuple[str, str], ...]:
+    return ((ARITH, (root / ARITH).read_text().replace(old, new)),)
+
+
+def _jobs(root) -> list[Job]:
+    return [
+        Job("pristine", (TEST_MUL, TEST_SUB), 30.0),
+        Job("red", (TEST_MUL, TEST_SUB), 30.0, _override(root, "return a * b", "return a + b")),
+        Job("exits", (TEST_SUB, TEST_MUL), 30.0, _override(root, "return a - b", "return __import__('os')._exit(3)")),
+        Job("first-kill", (TEST_SUB, TEST_MUL), 30.0, _override(root, "return a - b", "return 0"), stop_after=()),
+        Job("import-time", (TEST_MUL,), 30.0, _override(root, "def add(a, b):", "LIMIT = 1\n\n\ndef add(a, b):")),
+        Job("not-collected", ("tests/gates/test_arith.py::test_nothing",), 30.0),
+    ]
+
+
+def _seen(results) -> list[tuple[str, str, list[tuple[str, str, str]], tuple[str, ...]]]:
+    return [(r.key, r.state, [(o.gate_id, str(o.outcome), o.exc_type) for o in r.outcomes], r.loaded) for r in results]
+
+
+def _warm(executor: Executor) -> None:
+    executor.run([Job("warm-up", (TEST_MUL,), 30.0)], 1)  # the first batch starts the workers
+    assert executor.warm.ready(60.0) == 1
+
+
+def test_a_warm_worker_gives_what_a_fresh_child_gives(toy_copy, monkeypatch) -> None:
+    root = toy_copy()
+    with Executor(load_config(root)) as executor:
+        _warm(executor)
+        warm = executor.run(_jobs(root), 1)
+        served, why_cold = executor.warm.served, executor.warm.why_cold
+    monkeypatch.setenv("DFLASH_WARM", "off")
+    with Executor(load_config(root)) as executor:
+        cold = executor.run(_jobs(root), 1)
+        assert executor.warm.served == 0
+    assert _seen(warm) == _seen(cold)
+    assert served == 4  # pristine, red, exits, first-kill
+    assert [why.partition(":")[0] for why in why_cold] == ["import-time", "not-collected"]
+    assert "the code run at import differs" in why_cold[0] and "not collected here" in why_cold[1]
+    assert [o.outcome for o in warm[1].outcomes] == ["assertion", "passed"]
+    assert [(o.gate_id, o.outcome) for o in warm[3].outcomes] == [(TEST_SUB, "assertion")]
+
+
+def test_a_warm_child_is_the_executors_own_child(toy_copy) -> None:
+    root = toy_copy()
+    with Executor(load_config(root)) as executor:
+        _warm(executor)
+        [result] = executor.run([Job("ppid", (TEST_MUL,), 30.0, _override(root, "a * b", RAISE_PPID))], 1)
+        assert executor.warm.served == 1
+    assert [(o.outcome, o.message) for o in result.outcomes] == [("assertion", str(os.getpid()))]
+
+
+@pytest.mark.parametrize("slots", [1, 2])
+def test_a_job_that_changes_its_workers_copy_ends_the_worker(toy_copy, slots: int) -> None:
+    root = toy_copy()
+    touch = "(__import__('pathlib').Path(__file__).parent / 'left.txt').write_text('x') and a * b"
+    with Executor(load_config(root)) as executor:
+        _warm(executor)
+        first = executor.warm.pids()
+        writes = executor.run([Job("writes", (TEST_MUL,), 30.0, _override(root, "a * b", touch))], slots)
+        assert executor.warm.served == 1 and not first & executor.warm.pids()  # ended, not handed the next job
+        after = executor.run([Job(f"next {k}", (TEST_MUL, TEST_SUB), 30.0) for k in range(4)], slots)
+    assert [o.outcome for o in writes[0].outcomes] == ["passed"]
+    assert [[o.outcome for o in run.outcomes] for run in after] == [["passed", "passed"]] * 4
