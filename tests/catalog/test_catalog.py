@@ -63,7 +63,9 @@ def test_embedded_default_kills_every_mutation() -> None:
     report = run_verify(config, CATALOG, RunOptions(jobs=0, use_cache=False, first_kill=True), progress=None)
     assert not report.failures(), report.failures()
     statuses = {r.name: r for r in report.mutations}
-    assert all(r.status is Status.KILLED for r in statuses.values())
+    assert all(r.status is Status.KILLED for r in statuses.values()), {
+        r.name: (str(r.status), r.reason, r.attempts) for r in statuses.values() if r.status is not Status.KILLED
+    }
     # An honest catalog: each entry is killed by an assertion (or a gate's refusal) of a gate it pins, never
     # only by an exception.
     for name, mutation in CATALOG.items():

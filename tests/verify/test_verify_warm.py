@@ -80,3 +80,26 @@ def test_a_job_that_changes_its_workers_copy_ends_the_worker(toy_copy, slots: in
         after = executor.run([Job(f"next {k}", (TEST_MUL, TEST_SUB), 30.0) for k in range(4)], slots)
     assert [o.outcome for o in writes[0].outcomes] == ["passed"]
     assert [[o.outcome for o in run.outcomes] for run in after] == [["passed", "passed"]] * 4
+
+
+def test_a_warm_child_draws_what_a_fresh_child_draws(toy_copy, monkeypatch) -> None:
+    # The gates' module draws from torch's default generator at import, and a warm worker imports every gate
+    # file: the generators are reseeded where the gates start, so the first gate draws the same numbers in a
+    # fresh child and a warm worker's (numpy's and random's are fresh from the OS in both).
+    root = toy_copy()
+    (root / "tests" / "gates" / "test_rng.py").write_text(
+        "import pytest\nimport torch\nfrom toy import arith\n\nDRAWN = torch.rand(3)\n\n\n"
+        "@pytest.mark.gate\ndef test_draw():\n    assert arith.mul(2, 2) == 4\n"
+    )
+    (root / "tests" / "gates" / "test_rng_too.py").write_text("import torch\n\nDRAWN = torch.rand(5)\n")
+    draws = "(_ for _ in ()).throw(AssertionError(repr(__import__('torch').rand(2).tolist())))"
+    job = Job("draws", ("tests/gates/test_rng.py::test_draw",), 30.0, _override(root, "a * b", draws))
+    with Executor(load_config(root)) as executor:
+        _warm(executor)
+        [warm] = executor.run([job], 1)
+        assert executor.warm.served == 1
+    monkeypatch.setenv("DFLASH_WARM", "off")
+    with Executor(load_config(root)) as executor:
+        [cold] = executor.run([job], 1)
+    assert [o.outcome for o in warm.outcomes] == ["assertion"]
+    assert warm.outcomes[0].message == cold.outcomes[0].message

@@ -4,8 +4,10 @@
   scaffold, the `writable` key). Imports nothing else of the run.
 - `sandbox/`: what keeps a mutant in its box (Landlock confinement, the reaper, the tree inventory and guard,
   the private copies). Imports nothing else of the run.
-- `child/`: what runs after fork (one job's life, the gate recorder, the child's half of coverage).
-- `execution/`: how jobs reach children (the job records, the fork executor, devices, interrupts, the Ray
+- `child/`: what runs after fork (one job's life, the gate recorder, the child's half of coverage, the warm
+  worker and its hot swap).
+- `execution/`: how jobs reach children (the job records, the fork executor and its warm workers, devices,
+  interrupts, the Ray
   executor in `cluster/`, and `choice`, which picks one).
 - `phases/`: the run's order and its verdicts (baseline and checks, judge, order, the layout probe, the cache,
   the coverage map, report details).
@@ -26,7 +28,12 @@ A job's path, process by process:
            mutant import hook, run the gates under pytest with child.recorder journalling each
            gate; everything it starts is reaped when the job ends) -> result.json + journal, then os._exit
            (a run without coverage exits from pytest's session end, skipping its summary and unconfigure)
-      <- parent reads the journal and result.json into a JobResult (execution.fork._collect), kills the
+        or, for a job a warm worker can serve (execution.zygotes): the worker, a child that ran
+           child.zygote.run_zygote (confined, the project imported and every gate collected once under pytest)
+           -> os.fork() -> a middle process -> os.fork() -> the job's child, handed to the parent as its own
+           child when the middle one exits: its own confinement, ceilings and log, the mutated functions' code
+           swapped in (child.hotswap), then pytest runs only its gates with child.recorder, as above
+      <- parent reads the journal and result.json into a JobResult (execution.remains.collect), kills the
          child's process group past its budget
 
     Ray executor (`--executor ray`)

@@ -111,6 +111,18 @@ class MutantFinder(importlib.abc.MetaPathFinder):
         self.overrides = {str(Path(path).resolve()): text for path, text in overrides.items()}
         self.loaded: set[str] = set()
 
+    def adopt(self, module: ModuleType, origin: str, source: str) -> None:
+        """`module`, imported before `source` was to be served for it (a warm worker's), says from now on what a
+        module this hook served says: the hook's loader and spec, and it counts as loaded."""
+        loader = _MutantLoader(origin, source, self)
+        old = module.__spec__
+        search = old.submodule_search_locations if old is not None else None
+        module.__spec__ = importlib.util.spec_from_file_location(
+            module.__name__, origin, loader=loader, submodule_search_locations=search
+        )
+        module.__loader__ = loader
+        self.loaded.add(origin)
+
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:

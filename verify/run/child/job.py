@@ -39,8 +39,8 @@ from verify.run.sandbox import reaper
 from verify.run.sandbox.confine import ConfineError, confine
 from verify.seeds import GATE_SEED_ENV
 
-__all__ = ["UNCONFINED_EXIT", "JobPaths", "end_child", "fresh_random_state", "isolate", "prime", "run_child",
-           "warm_pytest", "write_result"]  # fmt: skip
+__all__ = ["UNCONFINED_EXIT", "FreshStreams", "JobPaths", "end_child", "fresh_random_state", "isolate", "prime",
+           "run_child", "warm_pytest", "write_result"]  # fmt: skip
 
 UNCONFINED_EXIT = 77  # the child was to be confined and could not be: it ran nothing (EX_NOPERM)
 
@@ -126,7 +126,8 @@ def fresh_random_state() -> None:
     a fork; numpy seeds its global generator from the OS at import, so it is reseeded the same way; torch's
     default generator starts from its seed. Otherwise every child draws the parent's numbers, and a gate that
     fails by chance passes or fails alike in every child, where the flake check cannot see it. (A generator
-    the parent never loaded is seeded afresh when the child first imports it.)"""
+    the parent never loaded is seeded afresh when the child first imports it.) Called again where the gates
+    start (`FreshStreams`)."""
     if (numpy_random := sys.modules.get("numpy.random")) is not None:
         numpy_random.seed()
     if (torch := sys.modules.get("torch")) is not None:
@@ -210,8 +211,18 @@ def run_child(
     # Excluded files are absent from the copy (`verify.run.config.project`), so only `pytest_args` is added here.
     args = [*(job.gate_ids or config.gates), *config.marker_args, "-p", "no:cacheprovider", "-q", *config.pytest_args]
     args += ["--rootdir", str(private)]
-    result(int(pytest.main(args, plugins=[recorder])))
+    result(int(pytest.main(args, plugins=[recorder, FreshStreams()])))
     return 0
+
+
+class FreshStreams:
+    """Random generators reseeded where the gates start, after collection: a gate file that draws at import
+    moves torch's default generator, and which files a child collects depends on its job (a warm worker
+    collects them all), so the first gate finds the same stream in every child whatever was imported."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        fresh_random_state()
 
 
 def write_result(

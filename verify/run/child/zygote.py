@@ -144,7 +144,7 @@ class _Warm:
             os.waitpid(middle, 0)  # once it is gone, its child is the executor's
             self.sock.send(f"hot {child_pid}".encode() if child_pid else b"cold the fork failed")
 
-    def _choose(self, job: Any) -> tuple[list[pytest.Item], list[tuple[str, str, tuple[hotswap.Swap, ...]]]] | str:
+    def _choose(self, job: Any) -> tuple[list[pytest.Item], list[tuple[Any, str, str, tuple[hotswap.Swap, ...]]]] | str:
         """The job's gates in its order and the swaps for its mutated files, or why it must run cold."""
         items: list[pytest.Item] = []
         for arg in job.gate_ids or self.config.gates:
@@ -163,7 +163,7 @@ class _Warm:
             path = os.path.realpath(self.private / rel)
             module = modules.get(path)
             original = Path(path).read_text()
-            if module is None or text == original:
+            if module is None:
                 continue  # not imported yet: the import hook serves the mutant, as in a fresh child
             key = (path, text)
             if key not in self._plans:
@@ -175,12 +175,12 @@ class _Warm:
                     self._plans[key] = hotswap.plan(module, original, text, executed, live)
             if isinstance(self._plans[key], str):
                 return f"{rel}: {self._plans[key]}"
-            swaps.append((path, text, self._plans[key]))
+            swaps.append((module, path, text, self._plans[key]))
         return items, swaps
 
     def _become(
         self, session: pytest.Session, job: Any, paths: JobPaths, limits: Any, environment: Any, confined_fd: int,
-        items: list[pytest.Item], swaps: list[tuple[str, str, tuple[hotswap.Swap, ...]]],
+        items: list[pytest.Item], swaps: list[tuple[Any, str, str, tuple[hotswap.Swap, ...]]],
     ) -> None:  # fmt: skip
         """The job's child, before its gates: what `verify.run.execution.fork` gives a child, then the mutant."""
         self.sock.close()
@@ -213,12 +213,12 @@ class _Warm:
         paths.tmp.mkdir()
         os.environ["TMPDIR"] = str(paths.tmp)
         tempfile.tempdir = str(paths.tmp)
-        fresh_random_state()
+        fresh_random_state()  # where a fresh child reseeds them too: where its gates start (`FreshStreams`)
         self.finder.overrides = {str(Path(self.private, rel).resolve()): text for rel, text in job.overrides}
         self.finder.loaded = set()
-        for path, text, planned in swaps:
+        for module, path, text, planned in swaps:
             hotswap.apply(planned, path, text)
-            self.finder.loaded.add(path)
+            self.finder.adopt(module, path, text)  # its loader and spec as the hook gives them, as in a fresh child
         session.items[:] = items
         session.testscollected = len(items)
         self.job = (job, paths)
