@@ -105,7 +105,8 @@ def _import_lines(text: str) -> set[int]:
 
 def _plan(module: types.ModuleType, mutated: str, executed: set[int] | None = None) -> object:
     executed = _import_lines(SOURCE) if executed is None else executed
-    return hotswap.plan(module, SOURCE, mutated, executed, hotswap.live_functions(module.__file__ or ""))
+    path = module.__file__ or ""
+    return hotswap.plan(module, SOURCE, mutated, executed, hotswap.live_functions([path])[path])
 
 
 @pytest.mark.parametrize(

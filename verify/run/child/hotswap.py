@@ -26,7 +26,7 @@ import types
 from collections.abc import Collection
 from dataclasses import dataclass
 
-__all__ = ["Swap", "apply", "live_functions", "plan"]
+__all__ = ["Live", "Swap", "apply", "live_functions", "plan"]
 
 _CO_NEWLOCALS = inspect.CO_NEWLOCALS  # set on functions, lambdas and comprehensions; unset on class bodies
 # What makes two code objects the same program, line numbers and file name apart.
@@ -94,13 +94,33 @@ def _lines(code: types.CodeType) -> set[int]:
     return lines
 
 
-def live_functions(path: str) -> dict[tuple[str, int], list[types.FunctionType]]:
-    """Every function object alive in this process whose code comes from `path`, by (name, first line)."""
-    found: dict[tuple[str, int], list[types.FunctionType]] = {}
+@dataclass(frozen=True, slots=True)
+class Live:
+    """The function objects alive in this process whose code comes from one file, by (name, first line), and
+    the code objects among theirs that something else holds too (a generator, a frame, a registry of code)."""
+
+    functions: dict[tuple[str, int], list[types.FunctionType]]
+    held: frozenset[int]  # ids of those code objects
+
+
+def live_functions(paths: Collection[str]) -> dict[str, Live]:
+    """`Live` for each of `paths` (as the code objects name their file): one walk of the collector's objects for
+    them all (tens of ms), done once where many plans are made."""
+    wanted = set(paths)
+    found: dict[str, dict[tuple[str, int], list[types.FunctionType]]] = {path: {} for path in wanted}
+    codes: dict[int, types.CodeType] = {}
     for obj in gc.get_objects():
-        if isinstance(obj, types.FunctionType) and obj.__code__.co_filename == path:
-            found.setdefault((obj.__code__.co_name, obj.__code__.co_firstlineno), []).append(obj)
-    return found
+        # type(), not isinstance: isinstance asks a proxy object for its __class__, which may warn or raise.
+        if type(obj) is types.FunctionType and obj.__code__.co_filename in wanted:
+            code = obj.__code__
+            found[code.co_filename].setdefault((code.co_name, code.co_firstlineno), []).append(obj)
+            codes[id(code)] = code
+    held: set[int] = set()
+    for holder in gc.get_referrers(*codes.values()):
+        if holder is codes or type(holder) in (types.FunctionType, tuple):
+            continue  # a function runs its __code__ at call time; a constants tuple never runs
+        held |= {id(r) for r in gc.get_referents(holder) if id(r) in codes}
+    return {path: Live(functions, frozenset(held)) for path, functions in found.items()}
 
 
 def _reaches(obj: object, functions: Collection[types.FunctionType]) -> bool:
@@ -135,7 +155,7 @@ def plan(
     original: str,
     mutated: str,
     executed: Collection[int],
-    live: dict[tuple[str, int], list[types.FunctionType]],
+    live: Live,
 ) -> tuple[Swap, ...] | str:
     """The swaps that turn `module` (imported from `original`) into what importing `mutated` would give, or why
     none can. `executed`: the lines of the module's file that ran in this process so far; `live`: its
@@ -152,7 +172,7 @@ def plan(
         return why
     swaps: list[Swap] = []
     for name, a, b, enclosing in found:
-        functions = [f for f in live.get((a.co_name, a.co_firstlineno), []) if _same(f.__code__, a)]
+        functions = [f for f in live.functions.get((a.co_name, a.co_firstlineno), []) if _same(f.__code__, a)]
         if not functions:
             return f"{name}: no live function runs this code"
         body = _lines(a) - enclosing
@@ -162,9 +182,7 @@ def plan(
             return f"{name} is not bound by its name as a function"
         if a.co_freevars != b.co_freevars:
             return f"{name}: its closure differs"
-        codes = {id(f.__code__): f.__code__ for f in functions}
-        holders = gc.get_referrers(*codes.values())
-        if any(not isinstance(h, tuple) and not any(h is f for f in functions) for h in holders):
+        if any(id(f.__code__) in live.held for f in functions):
             return f"{name}: its code is held by something other than its functions"
         swaps.append(Swap(name, tuple(functions), b))
     return tuple(swaps)

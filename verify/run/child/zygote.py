@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
@@ -76,7 +77,8 @@ class _Warm:
         self.refused = ""
         self.job: tuple[Any, JobPaths] | None = None  # set in a job's child only
         self.recorder: Recorder | None = None
-        self._live: dict[str, Any] = {}
+        self._live: dict[str, hotswap.Live] = {}
+        self._executed: Any = None
         self._plans: dict[tuple[str, str], Any] = {}
         self._modules: dict[str, Any] = {}
 
@@ -100,6 +102,15 @@ class _Warm:
         if self.refused or session.testsfailed:
             self.sock.send(f"fail {self.refused or 'collection failed'}".encode())
             return True
+        # Nothing is imported or defined between jobs (the worker runs none of the project's code): what each job's
+        # plan needs from the process is gathered once, before the first.
+        files = [(getattr(m, "__file__", None), m) for m in list(sys.modules.values())]
+        self._modules = {os.path.realpath(file): m for file, m in files if isinstance(file, str)}
+        inside = [m.__file__ for path, m in self._modules.items() if Path(path).is_relative_to(self.private)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # an object walked past may warn when asked what it is
+            self._live = hotswap.live_functions(inside)
+        self._executed = self.cov.get_data()
         self.sock.send(b"ready")
         while True:
             try:
@@ -134,15 +145,15 @@ class _Warm:
                             os.write(2, traceback.format_exc().encode())
                         os._exit(70)
                     return None
-                os.write(say, str(child).encode())
+                os.write(say, f"{child}\n".encode())
                 os._exit(0)  # its child is handed to the subreaper above: the executor
             os.close(say)
             for fd in fds:
                 os.close(fd)
             with os.fdopen(said, "rb") as pipe:
-                child_pid = pipe.read().decode()
-            os.waitpid(middle, 0)  # once it is gone, its child is the executor's
+                child_pid = pipe.readline().decode().strip()  # said before the middle exits: the executor waits
             self.sock.send(f"hot {child_pid}".encode() if child_pid else b"cold the fork failed")
+            os.waitpid(middle, 0)  # once it is gone (a few ms), its child is the executor's
 
     def _choose(self, job: Any) -> tuple[list[pytest.Item], list[tuple[Any, str, str, tuple[hotswap.Swap, ...]]]] | str:
         """The job's gates in its order and the swaps for its mutated files, or why it must run cold."""
@@ -154,29 +165,31 @@ class _Warm:
             items += [item for item in matched if item.nodeid in self.kept]
         if len({id(item) for item in items}) != len(items):
             return "a gate named twice"
-        if not self._modules:  # nothing is imported between jobs: the worker runs no code of the project
-            files = [(getattr(m, "__file__", None), m) for m in list(sys.modules.values())]
-            self._modules = {os.path.realpath(file): m for file, m in files if isinstance(file, str)}
-        modules = self._modules
         swaps = []
         for rel, text in job.overrides:
             path = os.path.realpath(self.private / rel)
-            module = modules.get(path)
-            original = Path(path).read_text()
+            module = self._modules.get(path)
             if module is None:
                 continue  # not imported yet: the import hook serves the mutant, as in a fresh child
             key = (path, text)
             if key not in self._plans:
-                executed = self.cov.get_data().lines(path)
-                if executed is None:
-                    self._plans[key] = f"{rel} was not measured"
-                else:
-                    live = self._live.setdefault(path, hotswap.live_functions(module.__file__))
-                    self._plans[key] = hotswap.plan(module, original, text, executed, live)
+                self._plans[key] = self._plan(module, path, text)
             if isinstance(self._plans[key], str):
                 return f"{rel}: {self._plans[key]}"
             swaps.append((module, path, text, self._plans[key]))
         return items, swaps
+
+    def _plan(self, module: Any, path: str, text: str) -> tuple[hotswap.Swap, ...] | str:
+        executed = self._executed.lines(path) if self._executed is not None else None
+        live = self._live.get(module.__file__)
+        if executed is None or live is None:
+            return "its file was not measured"
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return hotswap.plan(module, Path(path).read_text(), text, executed, live)
+        except Exception as error:  # a plan not made is a job run cold, never a worker lost
+            return f"no plan: {type(error).__name__}: {error}"
 
     def _become(
         self, session: pytest.Session, job: Any, paths: JobPaths, limits: Any, environment: Any, confined_fd: int,

@@ -52,6 +52,7 @@ _POLL_S = 0.01  # the longest the loop waits for a child's exit before it reaps 
 _LOAD_SAMPLE_S = 0.5
 _WATCH_S = 0.05  # how often each child's processes are counted against its ceiling
 _LEFTOVERS_S = 5.0  # to end what a finished job left behind, however deep
+_HANDOVER_S = 5.0  # a warm worker's job child becomes this parent's child within this, or counts as dead
 
 
 @dataclass
@@ -185,8 +186,13 @@ class Executor:
     def _reap(self, running: dict[int, _Running], done: dict[str, JobResult], on_done: Any) -> bool:
         reaped = False
         for pid, entry in list(running.items()):
-            finished, status, usage = os.wait4(pid, os.WNOHANG)
             elapsed = time.monotonic() - entry.started
+            try:
+                finished, status, usage = os.wait4(pid, os.WNOHANG)
+            except ChildProcessError:  # a warm worker's job child, not yet handed over (its middle is exiting)
+                if entry.worker and elapsed <= _HANDOVER_S:
+                    continue
+                finished, status, usage = pid, 70 << 8, None  # never handed over: harness trouble, retried
             if not finished and elapsed <= entry.budget_s:
                 continue
             if not finished:
@@ -204,7 +210,7 @@ class Executor:
             keep = self._keep | set(running) | self.warm.pids()
             over = not reaper.has_strays(keep) or not reaper.end_children(keep=keep, within_s=_LEFTOVERS_S)
             # Its peak resident memory: a fork's counts only the pages it touched, so this is what it took.
-            peak = usage.ru_maxrss * 1024 if finished else 0
+            peak = usage.ru_maxrss * 1024 if finished and usage is not None else 0
             exit_code = os.waitstatus_to_exitcode(status) if finished else None
             result = collect(
                 entry.job, entry.paths, entry.breach, entry.ceilings, entry.budget_s, exit_code, elapsed, peak,
