@@ -103,3 +103,22 @@ def test_a_warm_child_draws_what_a_fresh_child_draws(toy_copy, monkeypatch) -> N
         [cold] = executor.run([job], 1)
     assert [o.outcome for o in warm.outcomes] == ["assertion"]
     assert warm.outcomes[0].message == cold.outcomes[0].message
+
+
+def test_a_warm_childs_last_words_reach_its_own_log(toy_copy, monkeypatch) -> None:
+    # pytest's faulthandler writes a crash to a copy of stderr it made in the worker, at configure: the job
+    # child points every copy of the worker's log at its own, so a death is explained as in a fresh child.
+    root = toy_copy()
+    job = Job(
+        "segfault", (TEST_MUL,), 30.0, _override(root, "return a * b", "return __import__('ctypes').string_at(0)")
+    )
+    with Executor(load_config(root)) as executor:
+        _warm(executor)
+        [warm] = executor.run([job], 1)
+        assert executor.warm.served == 1
+    monkeypatch.setenv("DFLASH_WARM", "off")
+    with Executor(load_config(root)) as executor:
+        [cold] = executor.run([job], 1)
+    for result in (warm, cold):
+        assert (result.state, [o.exc_type for o in result.outcomes]) == ("died", ["SIGSEGV"])
+        assert result.reason.startswith("killed by SIGSEGV: "), result.reason  # its log's last line follows

@@ -209,9 +209,10 @@ class _Warm:
         log_fd = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         # Every descriptor still on the worker's log (the streams, pytest's saved copies of them, faulthandler's)
         # now writes to this job's log, where the executor reads a death's last words.
+        worker_log = os.path.realpath(self.log)  # as the kernel names an open file: every link resolved
         for name in os.listdir("/proc/self/fd"):
             with contextlib.suppress(OSError, ValueError):
-                if int(name) != log_fd and os.readlink(f"/proc/self/fd/{name}") == str(self.log):
+                if int(name) != log_fd and os.readlink(f"/proc/self/fd/{name}") == worker_log:
                     os.dup2(log_fd, int(name))
         try:
             applied = confine([paths.base, paths.project, *writable_paths(self.config.writable)])
