@@ -60,8 +60,13 @@ def _same_constant(a: object, b: object) -> bool:
     return repr(a) == repr(b)  # -0.0 against 0.0 and NaN against itself, as the compiler keeps them
 
 
+def _same_fields(a: types.CodeType, b: types.CodeType) -> bool:
+    """The code's own program, its constants apart (a field this Python lacks counts as equal)."""
+    return all(getattr(a, field, None) == getattr(b, field, None) for field in _FIELDS)
+
+
 def _same(a: types.CodeType, b: types.CodeType) -> bool:
-    if any(getattr(a, field, None) != getattr(b, field, None) for field in _FIELDS):
+    if not _same_fields(a, b):
         return False
     return len(a.co_consts) == len(b.co_consts) and all(map(_same_constant, a.co_consts, b.co_consts))
 
@@ -69,8 +74,7 @@ def _same(a: types.CodeType, b: types.CodeType) -> bool:
 def _changed(original: types.CodeType, mutated: types.CodeType, prefix: str, found: list[_Found]) -> str:
     """Walk code that runs at import; collect every function that differs. Returns why no swap can do, or ""."""
     where = prefix.rstrip(".") or "the module"
-    own = any(getattr(original, f, None) != getattr(mutated, f, None) for f in _FIELDS)
-    if own or len(original.co_consts) != len(mutated.co_consts):
+    if not _same_fields(original, mutated) or len(original.co_consts) != len(mutated.co_consts):
         return f"the code run at import differs ({where})"
     enclosing = {line for _, _, line in original.co_lines() if line is not None}
     for a, b in zip(original.co_consts, mutated.co_consts, strict=True):

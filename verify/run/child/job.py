@@ -23,7 +23,6 @@ import os
 import signal
 import sys
 import tempfile
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -35,7 +34,7 @@ from verify.run.child import coverage
 from verify.run.child.recorder import Recorder
 from verify.run.config.settings import ProjectConfig
 from verify.run.config.writable import writable_paths
-from verify.run.sandbox import reaper
+from verify.run.sandbox import hardening, reaper
 from verify.run.sandbox.confine import ConfineError, confine
 from verify.seeds import GATE_SEED_ENV
 
@@ -248,13 +247,9 @@ def end_child(exit_code: int) -> NoReturn:
     session): whatever the job started (a daemon in a session of its own) ends with it, before another job's
     window opens, so a late write can never be laid at another mutant's door; its streams are flushed, and the
     process exits without running another line of pytest's or the parent's."""
-    try:
+
+    def reap() -> int:
         reaper.end_children(within_s=5.0)
-    except BaseException:
-        with contextlib.suppress(BaseException):
-            os.write(2, traceback.format_exc().encode())
-    finally:
-        with contextlib.suppress(BaseException):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(exit_code)
+        return exit_code
+
+    hardening.leave(reap, failed=exit_code)

@@ -27,7 +27,6 @@ import signal
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -261,8 +260,8 @@ class Executor:
         confined_read, confined_write = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: never returns into the parent's code
-            exit_code = 70
-            try:
+
+            def child() -> int:
                 for fd in (confined_read, *self._said, *self.warm.fds()):  # a sibling's is none of its business
                     os.close(fd)
                 # Before the project's code: no secret of the harness, no terminal, the ceilings, the log.
@@ -272,14 +271,8 @@ class Executor:
                     self.config, job, paths, claims, self._confined, confined_write, ceilings.load_scale
                 )
                 end_child(exit_code)  # the job is over: what it started ends with it, and so does this process
-            except BaseException:
-                with contextlib.suppress(BaseException):
-                    os.write(2, traceback.format_exc().encode())
-            finally:
-                with contextlib.suppress(BaseException):
-                    sys.stdout.flush()
-                    sys.stderr.flush()
-                os._exit(exit_code)
+
+            hardening.leave(child)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.setpgid(pid, pid)  # both sides set it, so a kill right after fork cannot miss
         os.close(confined_write)

@@ -23,7 +23,6 @@ import signal
 import socket
 import sys
 import time
-import traceback
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +52,7 @@ class _Worker:
     seed: int
     copy: Path
     base: Path
-    state: str = "starting"  # "ready", "busy", "gone"
+    state: str = "starting"  # "ready", "busy"
     taken: Snapshot | None = None  # its copy once it was ready
 
 
@@ -122,24 +121,18 @@ class Zygotes:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:  # the worker: never returns into the executor's code
-            exit_code = 70
-            try:
+
+            def worker() -> int:
                 ours.close()
                 for fd in [*close_fds, *self.fds()]:
                     with contextlib.suppress(OSError):
                         os.close(fd)
                 hardening.enter(parent, environment, hardening.Ceilings(), paths.log)
-                exit_code = run_zygote(
+                return run_zygote(
                     self.config, paths, base / "jobs", theirs, seed, self.confined, parent, self.load_scale
                 )
-            except BaseException:
-                with contextlib.suppress(BaseException):
-                    os.write(2, traceback.format_exc().encode())
-            finally:
-                with contextlib.suppress(BaseException):
-                    sys.stdout.flush()
-                    sys.stderr.flush()
-                os._exit(exit_code)
+
+            hardening.leave(worker)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.setpgid(pid, pid)
         theirs.close()
@@ -227,7 +220,6 @@ class Zygotes:
             os.killpg(worker.pid, signal.SIGKILL)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(worker.pid, 0)
-        worker.state = "gone"
         self.workers.remove(worker)
         self.copies.give_back(worker.copy, reusable=False)
         shutil.rmtree(worker.base, ignore_errors=True)

@@ -33,11 +33,13 @@ import re
 import resource
 import signal
 import sys
-from collections.abc import Mapping
+import traceback
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
-__all__ = ["Ceilings", "SECRET_DOC", "clean_environment", "die_with_parent", "enter", "harden", "is_secret",
+__all__ = ["Ceilings", "SECRET_DOC", "clean_environment", "die_with_parent", "enter", "harden", "is_secret", "leave",
            "memory_bytes", "vm_data_bytes"]  # fmt: skip
 
 # Names matched whole (case-insensitive) against each variable name; see the module docstring for why each.
@@ -152,3 +154,19 @@ def enter(parent: int, environment: Mapping[str, str], ceilings: Ceilings, log: 
     # error) must reach the log the parent reads, so both streams write to the fds.
     sys.stdout = open(1, "w", buffering=1, errors="replace", closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", buffering=1, errors="replace", closefd=False)  # noqa: SIM115
+
+
+def leave(body: Callable[[], int], failed: int = 70) -> NoReturn:
+    """A forked child's life and end: `body`'s exit code, or `failed` with its traceback on stderr (the log its
+    parent reads) if it raised; both streams flushed, then `os._exit`, never another line of the parent's code."""
+    exit_code = failed
+    try:
+        exit_code = body()
+    except BaseException:
+        with contextlib.suppress(BaseException):
+            os.write(2, traceback.format_exc().encode())
+    finally:
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(exit_code)
