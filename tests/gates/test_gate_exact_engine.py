@@ -77,14 +77,16 @@ def _on_stream(setting: Setting) -> Setting:
 
 
 @pytest.mark.parametrize("setting", BATCHED, ids=[s.id for s in BATCHED])
-def test_exact_output_law_batched(setting: Setting) -> None:
+def test_exact_output_law_batched(setting: Setting, record_property) -> None:
     fit = engine_fit(_on_stream(setting), ENGINE_DRAWS, case_level(1), solo=False)
+    record_property("p_value", fit.gate_p_value)  # read by `dflash verify` (docs/concepts/sampling-gates.md)
     assert fit.passed, "speculative output is not distributed as plain sampling: " + describe(setting, fit, False)
 
 
 @pytest.mark.parametrize("setting", SOLO, ids=[s.id for s in SOLO])
-def test_exact_output_law_solo(setting: Setting) -> None:
+def test_exact_output_law_solo(setting: Setting, record_property) -> None:
     fit = engine_fit(_on_stream(setting), SOLO_DRAWS, case_level(1), solo=True)
+    record_property("p_value", fit.gate_p_value)
     assert fit.passed, "speculative output is not distributed as plain sampling: " + describe(setting, fit, True)
 
 
@@ -114,8 +116,9 @@ def mixed_fits(kind: str, num_draws: int = MIXED_DRAWS):
 
 
 @pytest.mark.parametrize("kind", list(MIXED))
-def test_exact_output_law_mixed_batch(kind: str) -> None:
+def test_exact_output_law_mixed_batch(kind: str, record_property) -> None:
     fits, greedy, expected = mixed_fits(kind)
     wrong = [describe(s, f, solo=False) for s, f in zip(MIXED[kind], fits, strict=True) if not f.passed]
+    record_property("p_value", min(f.gate_p_value for f in fits))  # Bonferroni over the two groups
     assert not wrong, f"rows of other settings in the batch change a row's law ({kind}):\n" + "\n".join(wrong)
     assert set(greedy) == {expected}, f"greedy rows beside sampled ones: {sorted(set(greedy))}, not {expected}"

@@ -29,8 +29,10 @@ RULE_TV_RANGE = {"dflash": (0.074, 0.098), "dflash2": (0.072, 0.092)}
 
 
 @pytest.mark.parametrize("gate", list(RULE_GATES))
-def test_exact_rule_joint_law(gate: str) -> None:
+def test_exact_rule_joint_law(gate: str, record_property) -> None:
     # Each case's seed on the harness's stream (verify.seeds: unchanged unless DFLASH_GATE_SEED says).
     results = rule_fits([dataclasses.replace(c, seed=reseed(c.seed)) for c in RULE_GATES[gate]], RULE_DRAWS)
     failed = [r.describe() for r in results if not r.fit.passed]
+    # The gate's p-value: its most extreme case's, Bonferroni over the cases (FitResult.gate_p_value).
+    record_property("p_value", min(r.fit.gate_p_value for r in results))
     assert not failed, "the acceptance rule's joint law differs from speculative sampling's:\n" + "\n".join(failed)

@@ -17,6 +17,7 @@ from runner.block_manager import BlockAllocator
 from runner.request import Request
 from runner.sampling import greedy_accept, rejection_accept, sampling_probs
 from runner.scheduler import Scheduler
+from verify.gatekit.stats import proportion_p_value
 from verify.seeds import reseed
 
 pytestmark = pytest.mark.gate
@@ -151,9 +152,10 @@ def test_greedy_accept_respects_each_rows_block(drafted, argmax, num_valid, expe
     assert greedy_accept(torch.tensor(drafted), torch.tensor(argmax), num_valid) == expected
 
 
-def test_rejection_rule_over_candidates() -> None:
+def test_rejection_rule_over_candidates(record_property) -> None:
     """DFlash2 form: q is over top-k candidates. p(x)=0.2, q(x)=0.8: accept with probability 0.25 (4000 trials,
-    standard error 0.0068, bound 0.035); on rejection, resample from norm(max(p - q, 0)) over the vocab."""
+    standard error 0.0068, bound 0.035); on rejection, resample from norm(max(p - q, 0)) over the vocab. Each
+    check states its red's p-value first (Hoeffding's bound; 0 where a correct rule cannot fail)."""
     p = torch.tensor([[0.2, 0.3, 0.3, 0.2], [0.25, 0.25, 0.25, 0.25]])
     candidates = torch.tensor([[0, 3]])
     q = torch.tensor([[0.8, 0.2]])  # over tokens 0 and 3
@@ -164,10 +166,14 @@ def test_rejection_rule_over_candidates() -> None:
         accepted += count
         if count == 0:
             hits[token] += 1
+    record_property("p_value", proportion_p_value(4000, abs(accepted / 4000 - 0.25)))
     assert abs(accepted / 4000 - 0.25) < 0.035
     # residual = max(p - q, 0) = [0, 0.3, 0.3, 0] / 0.6
+    record_property("p_value", 0.0)
     assert hits[0] == 0 and hits[3] == 0
-    assert abs(float(hits[1] / hits.sum()) - 0.5) < 0.05
+    share = float(hits[1] / hits.sum())
+    record_property("p_value", proportion_p_value(int(hits.sum()), abs(share - 0.5)))
+    assert abs(share - 0.5) < 0.05
 
 
 def test_rejection_with_no_residual_mass_falls_back_to_p() -> None:

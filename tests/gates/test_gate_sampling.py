@@ -11,6 +11,7 @@ from gatekit import assert_same_drafts, greedy, make_engine
 
 from runner import SamplingParams
 from runner.sampling import rejection_accept
+from verify.gatekit.stats import proportion_p_value
 from verify.seeds import reseed
 
 pytestmark = pytest.mark.gate
@@ -59,9 +60,11 @@ def test_seeded_sampling_batched_equals_solo(prompts: list[list[int]], temperatu
         assert solo.acceptance_lengths == batched[i].acceptance_lengths
 
 
-def test_acceptance_rule_accepts_with_probability_min_one_p_over_q() -> None:
+def test_acceptance_rule_accepts_with_probability_min_one_p_over_q(record_property) -> None:
     """p(x) = 0.2, q(x) = 0.5: accept with probability 0.4. Over 4000 trials the standard error is 0.0077;
-    the bound 0.035 is 4.5 standard errors, so a correct rule fails it with probability < 1e-5."""
+    the bound 0.035 is 4.5 standard errors, so a correct rule fails it with probability < 1e-5. Each check
+    states its red's p-value first (Hoeffding's bound; 0 where a correct rule cannot fail), which
+    `dflash verify` reads (docs/concepts/sampling-gates.md)."""
     vocab = 4
     p = torch.tensor([[0.2, 0.3, 0.3, 0.2], [0.25, 0.25, 0.25, 0.25]])
     q = torch.tensor([[0.5, 0.2, 0.2, 0.1]])
@@ -73,8 +76,12 @@ def test_acceptance_rule_accepts_with_probability_min_one_p_over_q() -> None:
         if count == 0:
             residual_hits[token] += 1
     rate = accepted / trials
+    record_property("p_value", proportion_p_value(trials, abs(rate - 0.4)))
     assert abs(rate - 0.4) < 0.035, f"acceptance rate {rate:.3f}, expected 0.4"
     # On rejection, the token comes from norm(max(p - q, 0)) = [0, 0.1, 0.1, 0.1] / 0.3.
+    record_property("p_value", 0.0)
     assert residual_hits[0] == 0
     share = residual_hits[1:] / residual_hits.sum()
-    assert (share - 1 / 3).abs().max() < 0.05
+    deviation = float((share - 1 / 3).abs().max())
+    record_property("p_value", proportion_p_value(int(residual_hits.sum()), deviation, num_checks=3))
+    assert deviation < 0.05

@@ -54,6 +54,7 @@ def test_exit_2_on_usage_errors(toy_run, cli, args, message) -> None:
         ("source_roots", '["missing"]', "'missing' does not exist"),
         ("timeout_factor", "0", "timeout_factor must be a positive number"),
         ("flake_reruns", "-1", "flake_reruns must be an integer >= 0"),
+        ("conclusive_p_value", "0.01", "conclusive_p_value must be a number from 0 to 1e-4"),
         ("required", '["no-such-mutation"]', "required names unknown mutations: no-such-mutation"),
     ],
     ids=lambda value: str(value).split()[0],

@@ -8,10 +8,11 @@
 
 The statistical checks use a pooled Pearson chi-square (stats.py) tested at ALPHA_CHECK = 2.5e-4 by default: a
 false-alarm rate of at most ALPHA_GATE = 1e-3 per check, with a 4x margin for the chi-square approximation
-(case_level(n) splits it over n cases in one test). Each result states the total-variation distance it
-detects with probability >= 0.99 (fit.detectable_tv; law_power computes it before any draw). Every check
-takes plain callables and tensors; none imports an engine, the runner or pytest. `verify.templates` holds the
-bug-class mutation templates these checks kill.
+(case_level(n) splits it over n cases in one test). They raise LawMismatch, an AssertionError carrying the
+red's p-value (`p_value`), which `dflash verify` reads: a conclusive red needs no second seed. Each result
+states the total-variation distance it detects with probability >= 0.99 (fit.detectable_tv; law_power
+computes it before any draw). Every check takes plain callables and tensors; none imports an engine, the
+runner or pytest. `verify.templates` holds the bug-class mutation templates these checks kill.
 """
 
 from verify.gatekit.compare import DegenerateComparison, assert_batch_equals_solo, assert_speculative_equals_plain
@@ -32,7 +33,17 @@ from verify.gatekit.sampling import (
     output_fit,
     sequence_counts,
 )
-from verify.gatekit.stats import ALPHA_CHECK, ALPHA_GATE, FitResult, case_level, detectable_tv, null_rate, pearson_fit
+from verify.gatekit.stats import (
+    ALPHA_CHECK,
+    ALPHA_GATE,
+    FitResult,
+    LawMismatch,
+    case_level,
+    detectable_tv,
+    null_rate,
+    pearson_fit,
+    proportion_p_value,
+)
 
 __all__ = [
     "ALPHA_CHECK",
@@ -41,6 +52,7 @@ __all__ = [
     "RULE_DRAWS",
     "DegenerateComparison",
     "FitResult",
+    "LawMismatch",
     "RuleFit",
     "acceptance_rule_fit",
     "assert_acceptance_rule_exact",
@@ -54,6 +66,7 @@ __all__ = [
     "null_rate",
     "output_fit",
     "pearson_fit",
+    "proportion_p_value",
     "rule_counts",
     "sequence_counts",
     "speculative_law",

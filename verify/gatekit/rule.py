@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from verify.gatekit.stats import ALPHA_CHECK, FitResult, detectable_tv, pearson_fit, pooling
+from verify.gatekit.stats import ALPHA_CHECK, FitResult, LawMismatch, detectable_tv, pearson_fit, pooling
 
 __all__ = [
     "RULE_DRAWS",
@@ -160,9 +160,11 @@ def assert_acceptance_rule_exact(
     seed: int = 0,
     name: str = "rule",
 ) -> RuleFit:
-    """acceptance_rule_fit, raising AssertionError (with the worst cell) when the rule's law is not the closed
-    form's. Returns the fit, whose fit.detectable_tv states what the check could see."""
+    """acceptance_rule_fit, raising LawMismatch (an AssertionError with the worst cell and the fit's p-value)
+    when the rule's law is not the closed form's. Returns the fit, whose fit.detectable_tv states what the
+    check could see."""
     result = acceptance_rule_fit(rule, p, q, drafted, num_draws=num_draws, alpha=alpha, seed=seed, name=name)
     if not result.passed:
-        raise AssertionError(f"the rule's joint law differs from speculative sampling's: {result.describe()}")
+        message = f"the rule's joint law differs from speculative sampling's: {result.describe()}"
+        raise LawMismatch(message, result.fit.gate_p_value)
     return result

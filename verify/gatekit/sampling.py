@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from verify.gatekit.stats import ALPHA_CHECK, FitResult, pearson_fit
+from verify.gatekit.stats import ALPHA_CHECK, FitResult, LawMismatch, pearson_fit
 
 __all__ = ["FIRST_TOKEN_DRAWS", "assert_first_token_law", "cell_tokens", "first_token_fit", "output_fit",
            "sequence_counts"]  # fmt: skip
@@ -74,12 +74,14 @@ def assert_first_token_law(
     alpha: float = ALPHA_CHECK,
     first_seed: int = 0,
 ) -> FitResult:
-    """first_token_fit, raising AssertionError (with the worst token) when the law is not the target's."""
+    """first_token_fit, raising LawMismatch (an AssertionError with the worst token and the fit's p-value) when the
+    law is not the target's."""
     fit = first_token_fit(sample_first, law, num_draws=num_draws, alpha=alpha, first_seed=first_seed)
     if not fit.passed:
-        raise AssertionError(
+        raise LawMismatch(
             f"the first emitted token is not distributed as plain sampling's: X^2 {fit.statistic:.1f} on {fit.df} "
             f"df, p-value {fit.p_value:.2e} < {fit.alpha:.1e} or {fit.impossible} draws of probability 0; worst "
-            f"token: {fit.worst_cell}"
+            f"token: {fit.worst_cell}",
+            fit.gate_p_value,
         )
     return fit

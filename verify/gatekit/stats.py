@@ -127,6 +127,25 @@ class FitResult:
     def detectable_tv(self) -> float:
         return detectable_tv(self.num_draws, self.df, self.alpha)
 
+    @property
+    def gate_p_value(self) -> float:
+        """The p-value this case states for a red, on the scale of the gate's false-alarm rate (what
+        `dflash verify` compares with conclusive_p_value): 0 after a draw of probability 0 (no correct engine
+        makes one), else the chi-square p-value times the case's share of ALPHA_GATE (Bonferroni over the cases
+        and the tail margin, as case_level splits it), never less than TAIL_MARGIN times it."""
+        if self.impossible:
+            return 0.0
+        return min(1.0, self.p_value * max(TAIL_MARGIN, ALPHA_GATE / self.alpha))
+
+
+class LawMismatch(AssertionError):
+    """A statistical check's red with the p-value it states (`FitResult.gate_p_value`): `dflash verify` reads
+    `p_value` from the exception, and a red whose p-value is conclusive needs no second seed."""
+
+    def __init__(self, message: str, p_value: float) -> None:
+        super().__init__(message)
+        self.p_value = p_value
+
 
 def pearson_fit(counts: torch.Tensor, law: torch.Tensor, alpha: float) -> FitResult:
     """counts: observed draws per cell; law: the closed-form probability per cell (sums to 1)."""
@@ -154,6 +173,16 @@ def pearson_fit(counts: torch.Tensor, law: torch.Tensor, alpha: float) -> FitRes
         impossible=int(counts[~kept].sum()),
         worst_cell=int(residual.abs().argmax()),
     )
+
+
+def proportion_p_value(num_trials: int, deviation: float, num_checks: int = 1) -> float:
+    """A bound on the chance that a share of `num_trials` independent trials lies `deviation` or further from its
+    probability, either way: Hoeffding's 2 exp(-2 n d^2), exact as a bound at any n (no normal approximation,
+    so it holds deep in the tail, where a red's p-value is read), times `num_checks` for as many shares checked
+    together (Bonferroni). State it for a red with pytest's record_property("p_value", ...)."""
+    if num_trials <= 0:
+        return 1.0
+    return min(1.0, num_checks * 2.0 * math.exp(-2.0 * num_trials * deviation**2))
 
 
 def null_rate(law: torch.Tensor, num_draws: int, level: float, reps: int, seed: int) -> float:

@@ -13,7 +13,10 @@ __all__ = ["baseline_from_dict", "result_from_dict"]
 
 def _outcome(data: dict[str, Any]) -> GateOutcome:
     fields = (data["gate_id"], Outcome(data["outcome"]), float(data["duration_s"]))
-    return GateOutcome(*fields, data.get("exc_type", ""), data.get("message", ""))
+    p_value = data.get("p_value")
+    return GateOutcome(
+        *fields, data.get("exc_type", ""), data.get("message", ""), None if p_value is None else float(p_value)
+    )
 
 
 def result_from_dict(data: dict[str, Any]) -> MutationResult:

@@ -11,7 +11,7 @@ Keys are only ever added to the schema:
      "baseline": {"status": "green", "gates": [{"id", "duration_s"}]},
      "mutations": [{"name", "status", "killed_by", "ran", "duration_s", "reason", "cached",
                     "attempts", "red_by_check", "red_by_exception",
-                    "outcomes": [{"gate_id", "outcome", "duration_s", "exc_type", "message"}],
+                    "outcomes": [{"gate_id", "outcome", "duration_s", "exc_type", "message", "p_value"}],
                     "bug_class", "file", "diff", "replacement",
                     "span": [first_line, first_column, last_line, last_column]}],
      "gates": [{"id", "kills", "vacuous"}], "score": float|null, "detected": float|null, "counts": {status: n},

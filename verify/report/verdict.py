@@ -106,6 +106,9 @@ class GateOutcome:
     duration_s: float
     exc_type: str = ""  # the exception's type name when red; why it did not run when not-run
     message: str = ""  # the first line of its message, for a human reading why
+    # A red gate's own p-value when it stated one (pytest's record_property("p_value", p), or a p_value on its
+    # exception): the chance a correct engine goes this red. Read for statistical gates only (phases.chance).
+    p_value: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,8 +4,8 @@
   scaffold, the `writable` key). Imports nothing else of the run.
 - `sandbox/`: what keeps a mutant in its box (Landlock confinement, the reaper, the tree inventory and guard,
   the private copies). Imports nothing else of the run.
-- `child/`: what runs after fork (one job's life, the gate recorder, the child's half of coverage, the warm
-  worker and its hot swap).
+- `child/`: what runs after fork (one job's life, the gate recorder and the p-value a red gate states, the
+  child's half of coverage, the warm worker and its hot swap).
 - `execution/`: how jobs reach children (the job records, the fork executor and its warm workers, devices,
   interrupts, the Ray
   executor in `cluster/`, and `choice`, which picks one).

@@ -2,7 +2,8 @@
 
 It classifies a red gate by how it went red: an AssertionError is the gate's check; `pytest.fail` (and
 pytest.raises' "DID NOT RAISE") is its refusal; an exception whose type (or a base of it) the project
-declares in `invariant_errors` is a named invariant; anything else is an exception. A gate that is skipped
+declares in `invariant_errors` is a named invariant; anything else is an exception. A red gate's stated p-value
+(`verify.run.child.evidence`) is journalled with it. A gate that is skipped
 or never finishes is not-run. Each finished gate is appended to a JSON-lines journal at once, and each
 gate's start is journalled too, so the parent knows what finished and what was running when a child hangs,
 dies or is killed. In first-kill mode it ends the session once a gate's own check fired and every gate it
@@ -31,6 +32,7 @@ import pytest
 
 from verify.report.verdict import GateOutcome, Outcome
 from verify.run.child.deadline import GateDeadlines, GateTimeout
+from verify.run.child.evidence import stated_p_value
 
 __all__ = ["GateTimeout", "MutantInterrupt", "Recorder", "classify", "read_journal"]
 
@@ -82,7 +84,7 @@ class Recorder:
         self.stop_after = stop_after
         self._session: pytest.Session | None = None
         self._killed = False
-        self._red: dict[str, tuple[Outcome, str, str]] = {}
+        self._red: dict[str, tuple[Outcome, str, str, float | None]] = {}
         self._duration: dict[str, float] = {}
         self._done: set[str] = set()
         self.collect_errors: list[tuple[str, str]] = []  # (node id, first line of why)
@@ -214,7 +216,7 @@ class Recorder:
         else:
             outcome, exc_type = classify(exc, self.invariant_errors), call.excinfo.typename
         message = (str(exc).strip().splitlines() or [""])[0][:200]
-        self._red[item.nodeid] = (outcome, exc_type, message)
+        self._red[item.nodeid] = (outcome, exc_type, message, stated_p_value(exc, item.user_properties))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         gate_id = report.nodeid
@@ -230,12 +232,14 @@ class Recorder:
         elif report.when == "teardown" and report.passed:
             self._finish(gate_id, Outcome.PASSED, "", "")
 
-    def _finish(self, gate_id: str, outcome: Outcome, exc_type: str, message: str) -> None:
+    def _finish(
+        self, gate_id: str, outcome: Outcome, exc_type: str, message: str, p_value: float | None = None
+    ) -> None:
         self._done.add(gate_id)
         duration = round(self._duration.get(gate_id, 0.0), 6)
         self._write(
             {"gate_id": gate_id, "outcome": str(outcome), "duration_s": duration, "exc_type": exc_type,
-             "message": message}
+             "message": message, "p_value": p_value}
         )  # fmt: skip
         self._killed = self._killed or outcome.is_check
         if self.stop_after is not None and self._killed and set(self.stop_after) <= self._done:
@@ -282,6 +286,6 @@ def read_journal(path: Path) -> tuple[list[str], dict[str, GateOutcome], bool]:
         else:
             finished[record["gate_id"]] = GateOutcome(
                 record["gate_id"], Outcome(record["outcome"]), record["duration_s"], record["exc_type"],
-                record["message"],
+                record["message"], record.get("p_value"),
             )  # fmt: skip
     return started, finished, stopped

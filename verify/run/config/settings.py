@@ -132,6 +132,14 @@ class ProjectConfig:
         "in these is run again on an independent seed (DFLASH_GATE_SEED), and its kill stands only if one is "
         "red again (docs/concepts/sampling-gates.md).",
     )  # fmt: skip
+    conclusive_p_value: float = _key(
+        1e-9, "A statistical gate's red whose own p-value is at most this stands on its first seed: no second seed, "
+        "no pristine re-run of the gate. A gate states its p-value (the chance a correct engine goes this red) "
+        'with pytest\'s `record_property("p_value", p)` before the check, or as a `p_value` attribute on its '
+        "AssertionError, as the gate kit's checks do. The default is 1000 times below two independent reds at 1e-3 "
+        "each, room for an approximate p-value's tail; 0 lets only reds a correct engine cannot produce stand "
+        "(docs/concepts/sampling-gates.md).",
+    )  # fmt: skip
     count: str = _key(
         "killed", "What the CI gate counts as a catch: `killed` (a gate's own check fired: killed or caught) or "
         "`detected` (also crashed and timeout: for a suite whose tests fail by raising). `--count` overrides it.",
@@ -210,7 +218,7 @@ class ProjectConfig:
 _LIST_KEYS = (*STRING_LISTS, "required", "writable")
 _SCALAR_KEYS: tuple[str, ...] = ("gate_marker", "jobs", "timeout_factor", "timeout_min_s", "baseline_timeout_s")
 _SCALAR_KEYS += ("memory_factor", "memory_min_mb", "processes_max", "file_max_mb")
-_SCALAR_KEYS += ("flake_reruns", "executor", "device", "observe", "count")
+_SCALAR_KEYS += ("flake_reruns", "executor", "device", "observe", "count", "conclusive_p_value")
 _TABLE_KEYS = ("job_resources",)
 
 

@@ -44,6 +44,9 @@ def check_values(config: Any) -> None:
     reruns = config.flake_reruns
     if reruns is not None and (isinstance(reruns, bool) or not isinstance(reruns, int) or reruns < 0):
         raise ConfigError(f"[tool.dflash] flake_reruns must be an integer >= 0, got {config.flake_reruns!r}")
+    conclusive = config.conclusive_p_value
+    if isinstance(conclusive, bool) or not isinstance(conclusive, int | float) or not 0 <= conclusive <= 1e-4:
+        raise ConfigError(f"[tool.dflash] conclusive_p_value must be a number from 0 to 1e-4, got {conclusive!r}")
     if config.executor not in EXECUTORS:
         raise ConfigError(f"[tool.dflash] executor must be one of {', '.join(EXECUTORS)}, got {config.executor!r}")
     if config.device not in DEVICES:

@@ -8,6 +8,7 @@ or the child hung before any gate began. Shared by every executor that forks chi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 from pathlib import Path
@@ -84,7 +85,7 @@ def job_result(
 
 
 def _replace_id(outcome: GateOutcome, gate_id: str) -> GateOutcome:
-    return GateOutcome(gate_id, outcome.outcome, outcome.duration_s, outcome.exc_type, outcome.message)
+    return dataclasses.replace(outcome, gate_id=gate_id)
 
 
 def collect(

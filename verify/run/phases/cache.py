@@ -81,7 +81,8 @@ def tree_digest(config: ProjectConfig) -> str:
     interpreter's facts (a cache written under one Python or torch is never replayed under another)."""
     digest = hashlib.sha256(_FORMAT.encode() + harness_digest_bytes())
     settings = (config.gates, config.gate_marker, config.source_roots, config.invariant_errors, config.timeout_factor,
-                config.timeout_min_s, config.exclude, config.pytest_args, config.statistical_gates)  # fmt: skip
+                config.timeout_min_s, config.exclude, config.pytest_args, config.statistical_gates,
+                config.conclusive_p_value)  # fmt: skip
     digest.update(repr((settings, interpreter_facts(config))).encode())
     for rel in project_files(config):
         digest.update(rel.encode() + b"\0")

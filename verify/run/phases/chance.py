@@ -8,6 +8,11 @@ CONFIRM_SEED, a stream independent of the first (`verify.seeds`): it stands only
 its check again. A false kill then needs two independent false alarms: about 2.5e-2 x 1e-3 = 2.5e-5 per
 mutant. A real bug the killer detects with probability P is confirmed with probability P again.
 
+A gate that states its red's p-value (`verify.run.child.recorder.stated_p_value`) can spare the second seed: a
+red with p <= `conclusive_p_value` (default 1e-9) stands at once (`conclusive_reds`). With 25 such gates a false
+kill then has probability at most 25 x 1e-9 = 2.5e-8 per mutant, below the two-seed rule's 2.5e-5 even if the
+gate's p-value understates its tail a thousandfold (a chi-square approximation's does, a few times, at 2.5e-4).
+
 Knows the run only through the `Run` protocol below (what `verify.run.phases.run` holds), and children only
 through the `JobExecutor` interface: the seed travels as job data, so fork and Ray confirm alike.
 """
@@ -25,7 +30,15 @@ from verify.run.phases.checks import budget
 from verify.run.phases.judge import AGAIN, STATISTICAL_UNCONFIRMED, verdict
 from verify.seeds import CONFIRM_SEED
 
-__all__ = ["AWAITING", "awaits_confirmation", "chance_killers", "chance_confirmations", "confirm_by_seed"]
+__all__ = [
+    "AWAITING",
+    "awaits_confirmation",
+    "chance_confirmations",
+    "chance_killers",
+    "conclusive_reason",
+    "conclusive_reds",
+    "confirm_by_seed",
+]
 
 AWAITING = "red only in statistical gates: to be confirmed on an independent gate seed"
 
@@ -48,20 +61,59 @@ class Run(Protocol):
     def add(self, result: MutationResult, key: str = "", *, emit: bool = True) -> None: ...
 
 
-def chance_killers(result: MutationResult, statistical: Sequence[str]) -> tuple[str, ...]:
+def _is_statistical(gate_id: str, statistical: Sequence[str]) -> bool:
+    return any(matches_gate(gate_id, pattern) for pattern in statistical)
+
+
+def conclusive_reds(result: MutationResult, statistical: Sequence[str], conclusive_p: float | None) -> set[str]:
+    """The statistical gates red in `result` by their check with a stated p-value of at most `conclusive_p`
+    (None: no p-value is enough alone). Such a red is as strong as two independent reds: a correct engine
+    produces it with probability at most `conclusive_p`, whatever makes the gate vary (its seed, the machine's
+    timing), so it needs neither a second seed nor a pristine re-run to tell it from chance or a flake."""
+    if conclusive_p is None:
+        return set()
+    return {
+        o.gate_id
+        for o in result.outcomes
+        if o.outcome.is_check and o.p_value is not None and o.p_value <= conclusive_p
+        and _is_statistical(o.gate_id, statistical)
+    }  # fmt: skip
+
+
+def chance_killers(
+    result: MutationResult, statistical: Sequence[str], conclusive_p: float | None = None
+) -> tuple[str, ...]:
     """The killers of a kill that only statistical gates made (node ids or prefixes in `statistical`), or ()
-    when the kill needs no confirmation (another kind of verdict, or some killer is not statistical)."""
+    when the kill needs no confirmation (another kind of verdict, some killer is not statistical, or some
+    killer's red is conclusive by its p-value)."""
     if result.status is not Status.KILLED or not result.killed_by or not statistical:
         return ()
-    if all(any(matches_gate(gate_id, pattern) for pattern in statistical) for gate_id in result.killed_by):
-        return result.killed_by
-    return ()
+    if not all(_is_statistical(gate_id, statistical) for gate_id in result.killed_by):
+        return ()
+    if conclusive_reds(result, statistical, conclusive_p) & set(result.killed_by):
+        return ()
+    return result.killed_by
 
 
-def awaits_confirmation(result: MutationResult, statistical: Sequence[str]) -> bool:
+def conclusive_reason(result: MutationResult, statistical: Sequence[str], conclusive_p: float | None) -> str:
+    """Why a kill by statistical gates alone stands on its first seed (its killer's p-value), or ""."""
+    if result.status is not Status.KILLED or not result.killed_by or not statistical:
+        return ""
+    if not all(_is_statistical(gate_id, statistical) for gate_id in result.killed_by):
+        return ""
+    conclusive = conclusive_reds(result, statistical, conclusive_p) & set(result.killed_by)
+    stated = [o for o in result.outcomes if o.gate_id in conclusive and o.p_value is not None]
+    if not stated:
+        return ""
+    first = min(stated, key=lambda o: o.p_value or 0.0)
+    why = f"statistical kill conclusive on one seed: {first.gate_id} red at p-value {first.p_value:.1e}"
+    return f"{why} <= {conclusive_p:.0e}"[:200]
+
+
+def awaits_confirmation(result: MutationResult, statistical: Sequence[str], conclusive_p: float | None = None) -> bool:
     """A kill by statistical gates alone that no second seed has confirmed yet (none of its killers' outcomes
-    says red again)."""
-    killers = set(chance_killers(result, statistical))
+    says red again) and no killer's p-value made conclusive."""
+    killers = set(chance_killers(result, statistical, conclusive_p))
     return bool(killers) and not any(o.gate_id in killers and o.message.startswith(AGAIN) for o in result.outcomes)
 
 
@@ -106,17 +158,18 @@ def chance_confirmations(
     """The children that run every provisional kill's killers again on gate seed CONFIRM_SEED (first-kill
     mode: with the gates its first child never reached), and what records the verdict that follows from one.
     `job(plan, gate_ids, budget)` is the child that runs `gate_ids` against the plan's mutant on the first seed."""
-    statistical = run.config.statistical_gates
+    statistical, conclusive_p = run.config.statistical_gates, run.config.conclusive_p_value
     pending: dict[str, tuple[str, ...]] = {}
     for name, result in run.results.items():
-        if name in run.plans and not result.cached and awaits_confirmation(result, statistical):
+        if name in run.plans and not result.cached and awaits_confirmation(result, statistical, conclusive_p):
             reached = {o.gate_id for o in result.outcomes}
-            killers = chance_killers(result, statistical)
+            killers = chance_killers(result, statistical, conclusive_p)
             pending[name] = tuple(g for g in run.plans[name].gate_ids if g in killers or g not in reached)
 
     def done(again: JobResult) -> None:
         first = run.results[again.key]
-        outcomes = confirm_by_seed(first.outcomes, chance_killers(first, statistical), again.outcomes, CONFIRM_SEED)
+        killers = chance_killers(first, statistical, conclusive_p)
+        outcomes = confirm_by_seed(first.outcomes, killers, again.outcomes, CONFIRM_SEED)
         ran = tuple(dict.fromkeys((*first.ran, *(o.gate_id for o in again.outcomes))))
         duration, attempts = first.duration_s + again.duration_s, first.attempts + 1
         run.add(verdict(first.name, outcomes, ran, duration, attempts, frozenset(run.flaky)), run.plans[again.key].key)

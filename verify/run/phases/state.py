@@ -16,7 +16,7 @@ from verify.run.config.selection import RunOptions
 from verify.run.config.settings import ProjectConfig
 from verify.run.execution.jobs import JobResult
 from verify.run.phases import cache as cache_mod
-from verify.run.phases.chance import AWAITING, awaits_confirmation
+from verify.run.phases.chance import AWAITING, awaits_confirmation, conclusive_reason
 
 __all__ = ["Planned", "RunState"]
 
@@ -57,10 +57,14 @@ class RunState:
 
     def add(self, result: MutationResult, key: str = "", *, emit: bool = True) -> None:
         """Record a verdict (cached under `key` when given, once final); `emit` hands the partial report on."""
-        if awaits_confirmation(result, self.config.statistical_gates):
+        statistical, conclusive_p = self.config.statistical_gates, self.config.conclusive_p_value
+        if awaits_confirmation(result, statistical, conclusive_p):
             result = dataclasses.replace(result, reason=AWAITING)  # not final yet (verify.run.phases.chance)
-        elif key:
-            self.cache.put(key, result)
+        else:
+            if why := conclusive_reason(result, statistical, conclusive_p):
+                result = dataclasses.replace(result, reason=why)
+            if key:
+                self.cache.put(key, result)
         self.results[result.name] = result
         if emit:
             self.on_report(self.report())

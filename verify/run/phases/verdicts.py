@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 
 from verify.report.verdict import MutationResult, Outcome, Status
 from verify.run.execution.jobs import Job, JobExecutor, JobResult
-from verify.run.phases.chance import chance_confirmations, chance_killers
+from verify.run.phases.chance import chance_confirmations, chance_killers, conclusive_reds
 from verify.run.phases.checks import Progress, budget, flake_jobs, flaky_in
 from verify.run.phases.judge import AGAIN, needs_second_attempt, resolve, verdict, voided
 from verify.run.phases.order import pinned
@@ -126,12 +126,12 @@ def _confirm_kills(run: RunState, ex: JobExecutor, tree: str, progress: Progress
     (its finding is kept in the cache: a kill cached before its gate was found flaky must not come back as a
     kill on the next run). Then every result a flaky gate turned red is rejudged."""
     chance_jobs, confirmed = chance_confirmations(run, functools.partial(_job, run))
-    statistical = run.config.statistical_gates
+    statistical, conclusive_p = run.config.statistical_gates, run.config.conclusive_p_value
     reruns = run.config.flake_reruns_for(run.options.first_kill)
     known = run.cache.get_gate_checks(tree, reruns)
     # The results the second seed runs again (keyed by their names), with the killers it must see red again.
-    awaiting = {job.key: set(chance_killers(run.results[job.key], statistical)) for job in chance_jobs}
-    unchecked = unreproduced_red(run.results, awaiting) - set(known)
+    awaiting = {job.key: set(chance_killers(run.results[job.key], statistical, conclusive_p)) for job in chance_jobs}
+    unchecked = unreproduced_red(run.results, _seen_enough(run, awaiting)) - set(known)
     pristine = flake_jobs(run.config, run.baseline, unchecked, run.num_jobs, reruns)
     seeded = {job.key for job in chance_jobs}
 
@@ -152,7 +152,7 @@ def _confirm_kills(run: RunState, ex: JobExecutor, tree: str, progress: Progress
     batch = sorted([*chance_jobs, *pristine], key=lambda job: -expected[job.key])
     results = [r for r in ex.run(batch, run.num_jobs, done) if r.key not in seeded]
     # Red on the second seed alone (a gate the first child never reached, in first-kill mode): one run, checked now.
-    late = unreproduced_red(run.results, {}) - set(known) - unchecked
+    late = unreproduced_red(run.results, _seen_enough(run, {})) - set(known) - unchecked
     if late:
         again = flake_jobs(run.config, run.baseline, late, run.num_jobs, reruns)
         progress.phase("flake check", len(again))
@@ -173,9 +173,21 @@ def _confirm_kills(run: RunState, ex: JobExecutor, tree: str, progress: Progress
     run.on_report(run.report())
 
 
+def _seen_enough(run: RunState, awaiting: Mapping[str, set[str]]) -> dict[str, set[str]]:
+    """Per result, the gates whose red needs no pristine re-run: the killers its second seed runs again
+    (`awaiting`), and the statistical reds conclusive by their own p-value (verify.run.phases.chance)."""
+    statistical, conclusive_p = run.config.statistical_gates, run.config.conclusive_p_value
+    seen = {name: set(gates) for name, gates in awaiting.items()}
+    for name, result in run.results.items():
+        if conclusive := conclusive_reds(result, statistical, conclusive_p):
+            seen.setdefault(name, set()).update(conclusive)
+    return seen
+
+
 def unreproduced_red(results: Mapping[str, MutationResult], awaiting: Mapping[str, set[str]]) -> set[str]:
-    """The gates red in some result other than by a red the second seed reproduced (step 3) or is about to
-    run again (`awaiting`: result name -> the killers its second seed runs): what the flake check re-runs."""
+    """The gates red in some result other than by a red the second seed reproduced (step 3) or that needs no
+    re-run (`awaiting`: result name -> the killers its second seed runs, and its reds conclusive by their
+    p-value): what the flake check re-runs."""
     return {
         o.gate_id
         for name, result in results.items()
