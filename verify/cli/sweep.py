@@ -144,6 +144,7 @@ def sweep(
             gate_marker=project.gate_marker,
             import_paths=project.import_paths,
             extra_args=project.pytest_extra(),
+            writable=project.writable,
         )
         catalog = load_mutations(project)
         verify_data = _read_json(verify_report, "verify report") if verify_report else None
@@ -158,7 +159,8 @@ def sweep(
     )
     sweep_report.write_json(state or sweep_report.default_state_path(project.root), result, catalog, info=info)
     survived = any(m.status is Status.SURVIVED for m in result.mutants)  # `no tests` mutants included
-    found = triage_survivors(project, result, config.jobs) if survived and not no_explain else None
+    explain = survived and not no_explain and not result.harness_errors  # no survivor stands when the tree changed
+    found = triage_survivors(project, result, config.jobs) if explain else None
     explanations = explanations_of(found) if found else None
     files = (json_path, junit, html, stryker)
     written = sweep_report.write_reports(result, catalog, info, files, verify_data, explanations)
@@ -170,6 +172,8 @@ def sweep(
     sweep_render.render_result(result, report, details, tables, verdict, written)
     if result.outcome == SweepOutcome.FAILED:
         raise typer.Exit(EXIT_HARNESS)
+    if result.harness_errors:  # the project changed while mutmut ran: no verdict of this sweep stands
+        raise typer.Exit(EXIT_NO_VERDICT)
     if verdict.failures:  # the score under --fail-under, or interrupted
         raise typer.Exit(EXIT_FAIL)
     if report.errors:  # as `dflash verify`: a mutant with no verdict is outside the score, never a pass

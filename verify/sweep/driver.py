@@ -7,23 +7,29 @@ the registered catalog, reports or rendering; it never writes into the project i
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from verify.report.verdict import Status
+from verify.run.config.writable import writable_paths
 from verify.run.phases import cache
+from verify.run.sandbox.guard import TreeGuard
 from verify.run.sandbox.private_copy import copy_files, visible_files
 from verify.sweep import equivalents
+from verify.sweep import launch as sweep_launch
 from verify.sweep import mutmut_run as sweep_mutmut
 from verify.sweep import source as sweep_source
-from verify.sweep.result import SweepOutcome, SweepProgress, SweepResult
+from verify.sweep.result import NO_TESTS, NOT_CHECKED, SweepMutant, SweepOutcome, SweepProgress, SweepResult
 from verify.sweep.undecorate import undecorate
 
 DEFAULT_PATHS = ("runner",)
@@ -66,6 +72,7 @@ class SweepConfig:
     gate_marker: str = "gate"
     import_paths: tuple[str, ...] = (".",)
     extra_args: tuple[str, ...] = ()  # every test run's extra pytest arguments ([tool.dflash] exclude, pytest_args)
+    writable: tuple[str, ...] = ()  # [tool.dflash] writable: folders outside the project the gates may write
 
     def __post_init__(self) -> None:
         if self.jobs < 1:
@@ -130,10 +137,19 @@ def _progress(fragment: str) -> SweepProgress | None:
     return next((SweepProgress(phase) for phase in _PHASES if phase in fragment), None)
 
 
-def _run_mutmut(copy: Path, config: SweepConfig, on_progress: ProgressCallback) -> tuple[SweepOutcome, str]:
+def _run_mutmut(
+    copy: Path, scratch: Path, config: SweepConfig, on_progress: ProgressCallback
+) -> tuple[SweepOutcome, str]:
+    """mutmut in the copy, through the launcher that confines it (and every mutant) to the copy, its own temp
+    folder and `[tool.dflash] writable`."""
+    writable = [copy, scratch, *writable_paths(config.writable)]
     env = dict(os.environ, **sweep_mutmut.ENVIRONMENT, **dict(config.environ))
+    env |= {"TMPDIR": str(scratch), sweep_launch.WRITABLE: os.pathsep.join(map(str, writable))}
+    # By its file, not `-m`: with `-m` the copy (the cwd) comes first on sys.path, and a project of the user's
+    # with a `verify` package of its own would be imported in place of this one.
+    launcher = [sys.executable, sweep_launch.__file__]
     process = subprocess.Popen(
-        [*sweep_mutmut.command(), "run", "--max-children", str(config.jobs)],
+        [*launcher, *sweep_mutmut.command(), "run", "--max-children", str(config.jobs)],
         cwd=copy,
         env=env,
         stdout=subprocess.PIPE,
@@ -178,6 +194,8 @@ def _run_mutmut(copy: Path, config: SweepConfig, on_progress: ProgressCallback) 
     if stopped is not None:
         why = "the time budget ran out" if stopped == SweepOutcome.BUDGET else "interrupted"
         return stopped, f"stopped early ({why}); the verdicts reached are kept, the rest are not_checked"
+    if process.returncode == sweep_launch.REFUSED and "refused to confine" in tail:
+        return SweepOutcome.FAILED, f"{tail.splitlines()[-1]}"
     if process.returncode != 0:
         return SweepOutcome.FAILED, f"mutmut run exited {process.returncode}:\n{tail}"
     return SweepOutcome.COMPLETE, ""
@@ -218,6 +236,10 @@ def run_sweep(config: SweepConfig, on_progress: ProgressCallback | None = None) 
     if not modules:
         return result(SweepOutcome.EMPTY, message="no runner module to sweep")
     copy = config.workdir or Path(tempfile.mkdtemp(prefix="dflash-sweep-"))
+    scratch = Path(tempfile.mkdtemp(prefix="dflash-sweep-tmp-"))  # the gates' TMPDIR, writable to them
+    # The project is inventoried before mutmut starts and after it ends, whatever confinement the kernel gave:
+    # a difference voids every verdict (mutmut runs mutants where the sweep cannot tell which one changed it).
+    outputs = (copy,) if config.workdir is not None else ()
     try:
         copy_project(root, copy)
         for module, (text, _) in rewritten.items():
@@ -225,8 +247,25 @@ def run_sweep(config: SweepConfig, on_progress: ProgressCallback | None = None) 
         sweep_mutmut.write_settings(
             copy, modules, config.gates, config.gate_marker, config.import_paths, config.extra_args
         )
-        outcome, message = _run_mutmut(copy, config, on_progress or (lambda progress: None))
-        return result(outcome, sweep_mutmut.read_mutants(copy, modules, originals), message)
+        with TreeGuard(root, outputs=outputs) as guard:
+            start_ns = time.time_ns()
+            outcome, message = _run_mutmut(copy, scratch, config, on_progress or (lambda progress: None))
+            guard.record("_mutmut", start_ns, time.time_ns())
+        mutants = sweep_mutmut.read_mutants(copy, modules, originals)
+        if guard.errors:
+            mutants = tuple(_voided(mutant) for mutant in mutants)
+        return dataclasses.replace(
+            result(outcome, mutants, message), harness_errors=guard.errors, confinement=guard.confinement.describe()
+        )
     finally:
+        shutil.rmtree(scratch, ignore_errors=True)
         if config.workdir is None:
             shutil.rmtree(copy, ignore_errors=True)
+
+
+def _voided(mutant: SweepMutant) -> SweepMutant:
+    """A mutant whose gates ran while the project changed gets no verdict; one that ran none keeps its own."""
+    if mutant.mutmut in (NO_TESTS, NOT_CHECKED):
+        return mutant
+    why = "no verdict: the project's files changed while the sweep ran (see the harness error)"
+    return dataclasses.replace(mutant, status=Status.ERROR, reason=why)

@@ -100,9 +100,12 @@ def render_result(
     render_survivors(report, details, console)
     if result.message and result.outcome != SweepOutcome.COMPLETE:
         console.print(result.message, style="yellow", markup=False, highlight=False)
+    for error in result.harness_errors:
+        console.print(f"harness error: {error}", style="red", markup=False, highlight=False)
+    confined = f", confinement {result.confinement}" if result.confinement else ""
     console.print(
         f"\ndflash sweep {result.outcome}: {len(result.mutants)} mutants of {len(result.modules)} modules in "
-        f"{result.wall_s:.1f}s ({result.mutants_per_s:.2f} mutants/s, {result.num_jobs} jobs)",
+        f"{result.wall_s:.1f}s ({result.mutants_per_s:.2f} mutants/s, {result.num_jobs} jobs{confined})",
         style="dim",
         highlight=False,
     )

@@ -253,6 +253,8 @@ def result_from_json(data: Mapping[str, Any]) -> SweepResult:
         budget_s=sweep.get("budget_s"),
         message=sweep.get("message", ""),
         stale_equivalents=tuple(sweep.get("stale_equivalents", ())),
+        harness_errors=tuple(sweep.get("harness_errors", ())),
+        confinement=str(sweep.get("confinement", "")),
     )
 
 

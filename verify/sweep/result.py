@@ -104,6 +104,9 @@ class SweepResult:
     undecorated: tuple[DecoratedFunction, ...] = ()
     # Equivalents-file entries for the swept modules whose original lines are gone: "module: function: line".
     stale_equivalents: tuple[str, ...] = ()
+    # What went wrong outside any one mutant: the project's files changed while mutmut ran (every verdict void).
+    harness_errors: tuple[str, ...] = ()
+    confinement: str = ""  # what confined mutmut and its mutants: "landlock ABI n", or "off: why"
 
     def count_in(self, functions: tuple[DecoratedFunction, ...]) -> int:
         """Mutants inside these functions."""

@@ -85,8 +85,9 @@ def to_run_report(result: SweepResult) -> tuple[RunReport, dict[str, Detail]]:
         required=(),
         interrupted=result.outcome is SweepOutcome.INTERRUPTED,
         self_check="passed" if any(m.mutmut != NOT_CHECKED for m in result.mutants) else "",
-        harness_errors=(result.message.partition("\n")[0],) if failed else (),
+        harness_errors=((result.message.partition("\n")[0],) if failed else ()) + result.harness_errors,
         first_kill=True,
         generated=True,
+        confinement=result.confinement,
     )
     return report, {mutant.key: to_detail(mutant, sources[mutant.module]) for mutant in result.mutants}

@@ -114,6 +114,11 @@ class TreeGuard:
         self._before()
         return cast(E, _Watched(executor, self._windows))
 
+    def record(self, key: str, start_ns: int, end_ns: int) -> None:
+        """A window run outside an executor (the sweep's mutmut): a change within it names `key` ("_x": the x
+        child)."""
+        self._windows.append(_Window(key, start_ns, end_ns))
+
     def __enter__(self) -> TreeGuard:
         self._children = reaper.children()
         self._was_subreaper = reaper.is_subreaper()
