@@ -186,8 +186,9 @@ def test_a_driver_whose_harness_differs_from_the_workers_is_refused(cluster, toy
 
 
 # Every slot of the cluster is held by a task of the test's own for HOLD_S; the driver's backstop is cut to
-# BACKSTOP_S after a task starts, shorter than that wait and much longer than one job.
-HOLD_S, BACKSTOP_S = 15.0, 10.0
+# BACKSTOP_S after a task starts, shorter than that wait and much longer than one job (one took over 10 s on a
+# 2-core machine running two other test processes beside the cluster).
+HOLD_S, BACKSTOP_S = 25.0, 20.0
 QUEUED = f"""
 import json, sys, time
 from pathlib import Path
