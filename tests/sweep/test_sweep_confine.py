@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from typer.testing import CliRunner
@@ -21,7 +20,7 @@ from typer.testing import CliRunner
 from verify.cli.sweep import sweep_app
 from verify.report.verdict import Status
 from verify.run.sandbox.confine import ConfineError, probe
-from verify.sweep import driver, launch
+from verify.sweep import launch
 from verify.sweep.driver import SweepConfig, run_sweep
 from verify.sweep.result import SweepOutcome
 from verify.sweep.verdicts import to_run_report
@@ -145,8 +144,7 @@ def test_a_sweep_whose_confinement_is_refused_fails_and_runs_no_mutant(tmp_path:
         "import sys\nprint('dflash sweep: the kernel refused to confine mutmut (landlock_restrict_self: "
         f"Operation not permitted); no mutant was run', file=sys.stderr)\nsys.exit({launch.REFUSED})\n"
     )
-    monkeypatch.setattr(driver, "sweep_launch", SimpleNamespace(__file__=str(refusing), WRITABLE=launch.WRITABLE,
-                                                                REFUSED=launch.REFUSED))  # fmt: skip
+    monkeypatch.setattr(launch, "__file__", str(refusing))  # the script the driver runs as the launcher
     root = _project(tmp_path / "project")
     result = run_sweep(_sweep(root))
     assert result.outcome is SweepOutcome.FAILED

@@ -8,10 +8,11 @@ from typing import Any
 
 from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, Status
 
-__all__ = ["baseline_from_dict", "result_from_dict"]
+__all__ = ["baseline_from_dict", "outcome_from_dict", "result_from_dict"]
 
 
-def _outcome(data: dict[str, Any]) -> GateOutcome:
+def outcome_from_dict(data: dict[str, Any]) -> GateOutcome:
+    """One gate's outcome, as a report's `outcomes` and a child's journal both write it."""
     fields = (data["gate_id"], Outcome(data["outcome"]), float(data["duration_s"]))
     p_value = data.get("p_value")
     return GateOutcome(
@@ -28,7 +29,7 @@ def result_from_dict(data: dict[str, Any]) -> MutationResult:
         ran=tuple(data.get("ran", ())),
         duration_s=float(data.get("duration_s", 0.0)),
         reason=data.get("reason", ""),
-        outcomes=tuple(_outcome(o) for o in data.get("outcomes", ())),
+        outcomes=tuple(outcome_from_dict(o) for o in data.get("outcomes", ())),
         cached=bool(data.get("cached", False)),
         attempts=int(data.get("attempts", 1)),
         crash_kind=str(data.get("crash_kind", "")),
@@ -36,4 +37,4 @@ def result_from_dict(data: dict[str, Any]) -> MutationResult:
 
 
 def baseline_from_dict(data: dict[str, Any]) -> Baseline:
-    return Baseline(data["status"], tuple(_outcome(g) for g in data["gates"]))
+    return Baseline(data["status"], tuple(outcome_from_dict(g) for g in data["gates"]))

@@ -194,8 +194,9 @@ def _run_mutmut(
     if stopped is not None:
         why = "the time budget ran out" if stopped == SweepOutcome.BUDGET else "interrupted"
         return stopped, f"stopped early ({why}); the verdicts reached are kept, the rest are not_checked"
-    if process.returncode == sweep_launch.REFUSED and "refused to confine" in tail:
-        return SweepOutcome.FAILED, f"{tail.splitlines()[-1]}"
+    refusal = [line for line in lines if line.startswith(sweep_launch.REFUSAL)]
+    if process.returncode == sweep_launch.REFUSED and refusal:
+        return SweepOutcome.FAILED, refusal[-1]
     if process.returncode != 0:
         return SweepOutcome.FAILED, f"mutmut run exited {process.returncode}:\n{tail}"
     return SweepOutcome.COMPLETE, ""

@@ -18,6 +18,7 @@ from verify.run.sandbox.confine import ConfineError, confine
 
 WRITABLE = "DFLASH_SWEEP_WRITABLE"
 REFUSED = 75  # EX_TEMPFAIL: the sweep reports it as a harness failure, naming the refused step
+REFUSAL = "dflash sweep: the kernel refused to confine mutmut"  # how the sweep tells its line from mutmut's output
 
 
 def main(argv: list[str]) -> int:
@@ -28,7 +29,7 @@ def main(argv: list[str]) -> int:
     try:
         confine(folders)
     except ConfineError as error:
-        print(f"dflash sweep: the kernel refused to confine mutmut ({error}); no mutant was run", file=sys.stderr)
+        print(f"{REFUSAL} ({error}); no mutant was run", file=sys.stderr)
         return REFUSED
     os.execvp(argv[0], argv)
     return 0  # not reached: exec replaces this process

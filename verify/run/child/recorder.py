@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from verify.report.decode import outcome_from_dict
 from verify.report.verdict import GateOutcome, Outcome
 from verify.run.child.deadline import GateDeadlines, GateTimeout
 from verify.run.child.evidence import stated_p_value
@@ -284,8 +285,5 @@ def read_journal(path: Path) -> tuple[list[str], dict[str, GateOutcome], bool]:
         elif "stopped" in record:
             stopped = True
         else:
-            finished[record["gate_id"]] = GateOutcome(
-                record["gate_id"], Outcome(record["outcome"]), record["duration_s"], record["exc_type"],
-                record["message"], record.get("p_value"),
-            )  # fmt: skip
+            finished[record["gate_id"]] = outcome_from_dict(record)
     return started, finished, stopped

@@ -8,7 +8,7 @@ CONFIRM_SEED, a stream independent of the first (`verify.seeds`): it stands only
 its check again. A false kill then needs two independent false alarms: about 2.5e-2 x 1e-3 = 2.5e-5 per
 mutant. A real bug the killer detects with probability P is confirmed with probability P again.
 
-A gate that states its red's p-value (`verify.run.child.recorder.stated_p_value`) can spare the second seed: a
+A gate that states its red's p-value (`verify.run.child.evidence.stated_p_value`) can spare the second seed: a
 red with p <= `conclusive_p_value` (default 1e-9) stands at once (`conclusive_reds`). With 25 such gates a false
 kill then has probability at most 25 x 1e-9 = 2.5e-8 per mutant, below the two-seed rule's 2.5e-5 even if the
 gate's p-value understates its tail a thousandfold (a chi-square approximation's does, a few times, at 2.5e-4).
@@ -65,6 +65,13 @@ def _is_statistical(gate_id: str, statistical: Sequence[str]) -> bool:
     return any(matches_gate(gate_id, pattern) for pattern in statistical)
 
 
+def _statistical_kill(result: MutationResult, statistical: Sequence[str]) -> bool:
+    """A kill every one of whose killers is a statistical gate."""
+    if result.status is not Status.KILLED or not result.killed_by or not statistical:
+        return False
+    return all(_is_statistical(gate_id, statistical) for gate_id in result.killed_by)
+
+
 def conclusive_reds(result: MutationResult, statistical: Sequence[str], conclusive_p: float | None) -> set[str]:
     """The statistical gates red in `result` by their check with a stated p-value of at most `conclusive_p`
     (None: no p-value is enough alone). Such a red is as strong as two independent reds: a correct engine
@@ -86,9 +93,7 @@ def chance_killers(
     """The killers of a kill that only statistical gates made (node ids or prefixes in `statistical`), or ()
     when the kill needs no confirmation (another kind of verdict, some killer is not statistical, or some
     killer's red is conclusive by its p-value)."""
-    if result.status is not Status.KILLED or not result.killed_by or not statistical:
-        return ()
-    if not all(_is_statistical(gate_id, statistical) for gate_id in result.killed_by):
+    if not _statistical_kill(result, statistical):
         return ()
     if conclusive_reds(result, statistical, conclusive_p) & set(result.killed_by):
         return ()
@@ -97,9 +102,7 @@ def chance_killers(
 
 def conclusive_reason(result: MutationResult, statistical: Sequence[str], conclusive_p: float | None) -> str:
     """Why a kill by statistical gates alone stands on its first seed (its killer's p-value), or ""."""
-    if result.status is not Status.KILLED or not result.killed_by or not statistical:
-        return ""
-    if not all(_is_statistical(gate_id, statistical) for gate_id in result.killed_by):
+    if not _statistical_kill(result, statistical):
         return ""
     conclusive = conclusive_reds(result, statistical, conclusive_p) & set(result.killed_by)
     stated = [o for o in result.outcomes if o.gate_id in conclusive and o.p_value is not None]
