@@ -26,6 +26,7 @@ Examples:
   dflash mutations list
   dflash mutations show walk-replaced-by-argmax
   dflash mutations show walk-replaced-by-argmax | git apply --check
+  dflash mutations propose           mutations proposed from your engine's own code
 """,
 )
 
@@ -38,20 +39,28 @@ ProjectOption = Annotated[
 def list_mutations(project: ProjectOption = Path(".")) -> None:
     """List every registered mutation: full name, file, bug class and the gates pinned to kill it.
 
+    Every anchor is checked against the source: a stale one (not found, or found twice) is reported with the
+    nearest lines of its file and how they differ, and the exit is 1.
+
     \b
     Example:
       dflash mutations list --project path/to/project
     """
     from verify.report.catalog_view import render_mutations
     from verify.report.terminal import render_error
-    from verify.run.config.catalog import load_mutations
+    from verify.run.config.catalog import StaleAnchorError, load_mutations, stale_anchors
     from verify.run.config.settings import ConfigError, load_config
 
     try:
-        render_mutations(load_mutations(load_config(project)))
+        config = load_config(project)
+        mutations = load_mutations(config)
     except ConfigError as error:
         render_error(str(error))
         raise typer.Exit(EXIT_USAGE) from None
+    render_mutations(mutations)
+    if stale := stale_anchors(config, mutations):
+        render_error(str(StaleAnchorError(stale)))
+        raise typer.Exit(1)
 
 
 @mutations_app.command("show")
@@ -99,3 +108,56 @@ def show_mutation(
         sys.stdout.write(preamble + (f"# pinned killers: {pins}\n" if pins else "") + "\n" + detail.diff)
         return
     render_mutation(mutations[name], detail, stale)
+
+
+@mutations_app.command("propose")
+def propose_mutations(
+    project: ProjectOption = Path("."),
+    output: Annotated[
+        str, typer.Option("--output", help="The catalog module to write, relative to the project root.")
+    ] = "proposed_mutations.py",
+) -> None:
+    """Propose mutations from your engine's own code: scan the source roots for the bug classes of speculative
+    decoding and write each finding as a registered mutation, in a catalog module `mutation_modules` can name.
+
+    \b
+    The classes: the acceptance ratio (p/q, log p - log q, exp of a difference) inverted; the residual
+    max(p - q, 0) without the draft or its clamp; acceptance run past the first rejection (cumprod,
+    cumsum-and-compare, a loop's break); the bonus row off by one; position ids and arange offsets; cache crop
+    and write slices; the attention mask (is_causal, tril/triu, a causal flag, a visibility comparison); the
+    softmax's dimension; temperature not applied or applied twice; a top-k/top-p filter dropped on one side.
+    Every proposal is applied, parsed and imported (in a private copy; your files are only read) before it
+    is written; one that could only crash, or that changes nothing, is not proposed. A file this command
+    wrote before is replaced; any other file of that name is refused.
+
+    \b
+    Examples:
+      dflash mutations propose            writes proposed_mutations.py; then name it in mutation_modules
+      dflash mutations propose --output engine_proposed.py
+
+    Exit 0 written (or nothing found); 2 no [tool.dflash], or the output names a file of yours.
+    """
+    from verify.propose.api import propose
+    from verify.propose.writer import WriterError
+    from verify.report.catalog_view import render_proposals
+    from verify.report.terminal import render_error
+    from verify.run.config.settings import ConfigError, load_config
+
+    try:
+        config = load_config(project)
+        run = propose(config, output)
+    except (ConfigError, WriterError) as error:
+        render_error(str(error))
+        raise typer.Exit(EXIT_USAGE) from None
+    pairs = zip(run.names, run.proposals, strict=True)
+    rows = [(name, p.bug_class.value, f"{p.file}:{p.line}", p.changed_line) for name, p in pairs]
+    roots = ", ".join(config.source_roots)
+    summary = [f"scanned {run.num_files} files under {roots}: {len(run.proposals)} proposed, "
+               f"{len(run.refused)} left out (each applied, parsed and imported first)"]  # fmt: skip
+    summary += [f"left out {r.file}:{r.line} ({r.bug_class.value}): {r.reason}" for r in run.refused]
+    if run.written:
+        todo = f'; add "{run.module}" to [tool.dflash] mutation_modules and `dflash verify` runs each proposal'
+        summary.append(f"wrote {run.written}" + ("" if run.module in config.mutation_modules else todo))
+    else:
+        summary.append("nothing written: no construct of these bug classes was found under the source roots")
+    render_proposals(rows, summary)

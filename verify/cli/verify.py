@@ -159,7 +159,7 @@ def verify(
     from verify.report.progress import PhaseProgress
     from verify.report.terminal import render_confinement, render_error, render_node_confinement
     from verify.report.verdict import RunReport
-    from verify.run.config.catalog import load_mutations
+    from verify.run.config.catalog import StaleAnchorError, load_mutations, stale_anchors
     from verify.run.config.settings import ConfigError, load_config, with_overrides
     from verify.run.execution.interrupts import interrupt_signal
     from verify.run.execution.jobs import ExecutorLost
@@ -193,6 +193,11 @@ def verify(
             if json is not None:
                 write_json(report, json)
 
+        # Stale anchors are said before the baseline, not found at the end of a long run (they get no job).
+        if stale := stale_anchors(
+            config, {n: m for n, m in mutations.items() if not options.names or n in options.names}
+        ):
+            render_error(str(StaleAnchorError(stale)))
         # Said once, before anything runs (the reports keep it too); on a cluster each node's, once probed.
         if config.executor != "ray" and (not (confinement := probe()).active or confinement.missing):
             render_confinement(confinement.describe())

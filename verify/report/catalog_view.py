@@ -1,5 +1,5 @@
-"""The catalog on a terminal: `dflash mutations list` (every registered mutation in a table) and `dflash
-mutations show NAME` (one mutation and its diff, highlighted).
+"""The catalog on a terminal: `dflash mutations list` (every registered mutation in a table), `dflash
+mutations show NAME` (one mutation and its diff, highlighted) and `dflash mutations propose` (the proposals).
 
 A rendering module, like `terminal.py`: it draws the records it is handed. The table fits a terminal's width
 without cutting anything; piped (a file, a CI log), it is one line per mutation, as wide as its content.
@@ -7,7 +7,7 @@ without cutting anything; piped (a file, a CI log), it is one line per mutation,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from rich.console import Console
 from rich.markup import escape
@@ -19,7 +19,7 @@ from verify.mutation import Mutation
 from verify.report.files import Detail
 from verify.report.terminal import widened
 
-__all__ = ["render_mutation", "render_mutations"]
+__all__ = ["render_mutation", "render_mutations", "render_proposals"]
 
 _UNBOUNDED = 100_000  # a width no content reaches: measure a table's natural width
 
@@ -93,3 +93,23 @@ def render_mutation(mutation: Mutation, detail: Detail, stale_reason: str, conso
         console.print(f"[magenta]stale:[/] {escape(stale_reason)}")
     else:
         console.print(Syntax(detail.diff, "diff", theme="ansi_dark", background_color="default", word_wrap=True))
+
+
+def render_proposals(
+    rows: Sequence[tuple[str, str, str, str]], summary: Sequence[str], console: Console | None = None
+) -> None:
+    """The proposals as a table (name, class, file:line, the changed line as the mutant reads it), then the
+    summary lines. Piped, as wide as its content, so every changed line is whole."""
+    console = console or Console()
+    table = RichTable(title=f"{len(rows)} proposed mutations", show_lines=False)
+    for column in ("name", "class", "file:line", "changed line"):
+        table.add_column(column, overflow="fold", no_wrap=not console.is_terminal)
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in row))
+    if rows and console.is_terminal:
+        console.print(table)
+    elif rows:
+        with widened(console, Measurement.get(console, console.options.update_width(_UNBOUNDED), table).maximum):
+            console.print(table, crop=False)
+    for line in summary:
+        console.print(escape(line), soft_wrap=True)

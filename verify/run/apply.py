@@ -19,7 +19,7 @@ from types import ModuleType
 
 from verify.mutation import Mutation
 
-__all__ = ["Applied", "MutantFinder", "Stale", "apply_mutation", "count_matches", "unified_diff"]
+__all__ = ["Applied", "MutantFinder", "Stale", "apply_mutation", "count_matches", "nearest", "unified_diff"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +59,7 @@ def apply_mutation(mutation: Mutation, root: Path) -> Applied | Stale:
     original = path.read_text()
     matches = count_matches(original, mutation.anchor)
     if matches == 0:
-        return Stale(mutation.name, "anchor not found")
+        return Stale(mutation.name, f"anchor not found in {mutation.file}; {nearest(original, mutation.anchor)}")
     if matches > 1:
         return Stale(mutation.name, f"anchor matches {matches} times")
     start = original.index(mutation.anchor)
@@ -71,6 +71,35 @@ def apply_mutation(mutation: Mutation, root: Path) -> Applied | Stale:
     first_line = original.count("\n", 0, start) + 1
     last_line = first_line + mutation.anchor.rstrip("\n").count("\n")
     return Applied(mutation.name, mutation.file, original, mutated, first_line, last_line)
+
+
+def _how(found: str, anchor: str) -> str:
+    if "".join(found.split()) == "".join(anchor.split()):
+        return "differs by whitespace"
+    ops = [op for op in difflib.SequenceMatcher(None, anchor, found, autojunk=False).get_opcodes() if op[0] != "equal"]
+    _, a0, a1, b0, b1 = ops[0]
+    more = f" and {len(ops) - 1} more place{'s' if len(ops) > 2 else ''}" if len(ops) > 1 else ""
+    return f"differs: the anchor has {anchor[a0:a1]!r} where the file has {found[b0:b1]!r}{more}"
+
+
+def nearest(text: str, anchor: str) -> str:
+    """The lines of `text` nearest to `anchor` (as many as it has), where they are and how they differ; said of a
+    stale anchor, so its fix is a copy away."""
+    want = anchor.strip("\n")
+    size = want.count("\n") + 1
+    rows = text.split("\n")
+    best, best_ratio, best_line = "", 0.0, 0
+    for start in range(max(1, len(rows) - size + 1)):
+        window = "\n".join(rows[start : start + size])
+        matcher = difflib.SequenceMatcher(None, want.strip(), window.strip(), autojunk=False)
+        if matcher.real_quick_ratio() <= best_ratio or matcher.quick_ratio() <= best_ratio:
+            continue
+        if (ratio := matcher.ratio()) > best_ratio:
+            best, best_ratio, best_line = window, ratio, start + 1
+    if best_ratio < 0.5:
+        return "no line of the file is near it"
+    shown = best.strip() if size == 1 else best
+    return f"nearest: line {best_line}: {shown!r} ({_how(best.strip(), want.strip())})"
 
 
 def unified_diff(file: str, original: str, mutated: str) -> str:

@@ -10,10 +10,11 @@ import pkgutil
 import sys
 
 from verify.mutation import Mutation, MutationError, all_mutations, reset_registry
+from verify.run.apply import Stale, apply_mutation
 from verify.run.config.layout import mutation_file_problem, namespace_root_problem, resolves_inside
 from verify.run.config.settings import ConfigError, ProjectConfig
 
-__all__ = ["check_mutation_files", "load_mutations"]
+__all__ = ["StaleAnchorError", "check_mutation_files", "load_mutations", "stale_anchors"]
 
 
 def _purge(name: str) -> None:
@@ -51,6 +52,23 @@ def _import_catalog(config: ProjectConfig, name: str) -> int:
             "in it (an empty catalog proves nothing)"
         )
     return added
+
+
+class StaleAnchorError(ConfigError):
+    """Mutations whose anchor no longer occurs exactly once in their file (each with the nearest lines)."""
+
+    def __init__(self, stale: dict[str, str]) -> None:
+        self.stale = stale
+        lines = "\n".join(f"  {name}: {reason}" for name, reason in stale.items())
+        super().__init__(f"stale anchor{'s' if len(stale) > 1 else ''} ({len(stale)}), found when the catalog "
+                         f"loaded; each will be reported stale, never run:\n{lines}")  # fmt: skip
+
+
+def stale_anchors(config: ProjectConfig, mutations: dict[str, Mutation]) -> dict[str, str]:
+    """The mutations whose anchor does not occur exactly once in their file (or whose mutant does not compile),
+    by name, with why and the nearest lines: checked when the catalog loads, before any gate runs."""
+    found = {name: apply_mutation(mutation, config.root) for name, mutation in mutations.items()}
+    return {name: applied.reason for name, applied in found.items() if isinstance(applied, Stale)}
 
 
 def check_mutation_files(config: ProjectConfig, mutations: dict[str, Mutation]) -> None:

@@ -1,0 +1,201 @@
+"""Rules for attention's bug classes: position ids and `arange` offsets one off, cache crop and cache write slices
+one off (multi-axis included), the attention mask (a causal flag forced, tril/triu's diagonal, a visibility
+comparison's strictness).
+
+As in `sampling_rules`, `scan` asks for the class's context (a name about positions, the cache, a mask), which a
+template's anchor does not need. A `+ 1` that could only crash (a tuple plus one) and a slice end counted from the
+back (`[:-k]`, where `+ 1` empties the slice at k = 1) are refused with the reason. Knows `ast`; nothing of files.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from verify.propose.edit import (
+    BugClass,
+    Edit,
+    Found,
+    Refusal,
+    called,
+    header_text,
+    is_negative,
+    name_parts,
+    plus_one,
+    refuse_plus_one,
+)
+from verify.propose.source import Source
+
+__all__ = ["cache", "crop", "mask", "positions"]
+
+Owners = dict[ast.AST, ast.stmt]
+_POSITION_WORDS = {"position", "positions"}
+_OFFSET_WORDS = {"offset", "offsets"}
+_CACHE_WORDS = {"cache", "kv", "past", "pending", "store", "keys", "values", "k_cache", "v_cache", "crop"}
+_MASK_WORDS = {"mask", "masks", "valid", "visible", "allowed", "causal", "attend"}
+_CROPS = ("crop", "truncate", "trim")
+
+
+def _has_arange(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Call) and called(n) == "arange" for n in ast.walk(node))
+
+
+def _offset(src: Source, value: ast.AST, what: str) -> Found:
+    why = refuse_plus_one(value)
+    return (
+        Refusal(BugClass.POSITIONS, value, why) if why else Edit(BugClass.POSITIONS, value, plus_one(src, value), what)
+    )
+
+
+def positions(src: Source, owners: Owners, scan: bool) -> list[Found]:
+    found: list[Found] = []
+    what = "Position ids start one past where they should: every token is encoded as if it came one later."
+    for node in src.nodes((ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if len(targets) != 1 or node.value is None or isinstance(targets[0], ast.Tuple):
+            continue
+        words = name_parts(src.source(targets[0]))
+        if scan and not (words & _POSITION_WORDS or (words & _OFFSET_WORDS and _has_arange(node.value))):
+            continue
+        if isinstance(node.value, ast.Constant) and node.value.value is None:
+            continue
+        found.append(_offset(src, node.value, what))
+    for call in src.nodes(ast.Call):
+        for keyword in call.keywords:  # f(position_ids=positions)
+            if keyword.arg and name_parts(keyword.arg) & _POSITION_WORDS and not _none(keyword.value):
+                found.append(_offset(src, keyword.value, what))
+        if not scan or called(call).endswith("_like") or called(call) in ("len", "range", "enumerate", "zip"):
+            continue  # full_like(positions, x) reads a shape
+        for arg in call.args:  # rotary(positions, ...): a position tensor handed on
+            last = arg.attr if isinstance(arg, ast.Attribute) else arg.id if isinstance(arg, ast.Name) else ""
+            if name_parts(last) & _POSITION_WORDS:
+                found.append(_offset(src, arg, what))
+    return found
+
+
+def _none(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _bounded(part: ast.AST) -> bool:
+    return isinstance(part, ast.Slice) and part.step is None and (part.lower is not None or part.upper is not None)
+
+
+def crop(src: Source, owners: Owners, scan: bool) -> list[Found]:
+    """A crop keeps one entry too many: cache.crop(n) -> crop(n + 1); k[:, :n] -> k[:, :n + 1]."""
+    found: list[Found] = []
+    what = "After a rejection the cache keeps one entry too many: the first rejected token's keys and values."
+    for call in src.nodes(ast.Call):
+        if call.args and any(word in called(call).lower() for word in _CROPS):
+            why = refuse_plus_one(call.args[0])
+            found.append(
+                Refusal(BugClass.CACHE, call, why)
+                if why
+                else Edit(BugClass.CACHE, call.args[0], plus_one(src, call.args[0]), what)
+            )
+    written = {id(t) for n in src.nodes(ast.Assign) for t in n.targets}
+    for node in src.nodes(ast.Subscript):
+        if id(node) in written:
+            continue  # a write: cache_write's
+        if scan:
+            statement = owners.get(node)
+            if statement is None or not name_parts(header_text(src, statement)) & _CACHE_WORDS:
+                continue
+            if isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
+                continue
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        for part in parts:
+            if not isinstance(part, ast.Slice) or part.upper is None:
+                continue
+            if is_negative(part.upper):
+                end = src.source(part.upper)
+                why = f"the end {end} counts from the back: {end} + 1 keeps nothing when it is -1; "
+                found.append(Refusal(BugClass.CACHE, part, why + "anchor a crop whose end counts from the front"))
+                continue
+            if scan and part.lower is not None and not isinstance(part.lower, ast.Constant):
+                continue  # a window a:b read, not a crop
+            found.append(Edit(BugClass.CACHE, part.upper, plus_one(src, part.upper), what))
+    return found
+
+
+def cache(src: Source, owners: Owners, scan: bool) -> list[Found]:
+    """A write lands one slot late: cache[a:b] = kv -> cache[a + 1:b + 1]; cache[:, a:b] likewise on that axis."""
+    found: list[Found] = []
+    what = "New keys and values are written one slot late: a slot is left stale and the next write overwrites."
+    for node in src.nodes(ast.Assign):
+        if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Subscript):
+            continue
+        target = node.targets[0]
+        if scan and not name_parts(src.source(target.value)) & _CACHE_WORDS:
+            continue
+        where = target.slice
+        parts = where.elts if isinstance(where, ast.Tuple) else [where]
+        bounded = [p for p in parts if _bounded(p)]
+        if any(isinstance(p, ast.Slice) and p.step is not None for p in parts):
+            found.append(Refusal(BugClass.CACHE, where, "the write has a step; write it by hand"))
+            continue
+        if bounded:
+            part = bounded[-1]  # the sequence axis comes last among the bounded ones ([:, start:end])
+            assert isinstance(part, ast.Slice)
+            if any(b is not None and is_negative(b) for b in (part.lower, part.upper)):
+                found.append(Refusal(BugClass.CACHE, part, "a bound counts from the back; shift it by hand"))
+                continue
+            lower, upper = plus_one(src, part.lower), plus_one(src, part.upper) if part.upper is not None else ""
+            found.append(Edit(BugClass.CACHE, part, f"{lower}:{upper}", what))
+        elif not isinstance(where, ast.Tuple):
+            if (
+                scan
+                and isinstance(where, ast.Constant | ast.Name)
+                and not name_parts(src.source(where))
+                & {"pos", "position", "positions", "slot", "slots", "start", "length"}
+            ):
+                continue  # rows[dst] = ...: a row copy, not a slot
+            why = refuse_plus_one(where)
+            found.append(
+                Refusal(BugClass.CACHE, where, why) if why else Edit(BugClass.CACHE, where, plus_one(src, where), what)
+            )
+    return found
+
+
+def mask(src: Source, owners: Owners, scan: bool) -> list[Found]:
+    found: list[Found] = []
+    for call in src.nodes(ast.Call):
+        for keyword in call.keywords:  # sdpa(..., is_causal=layer.is_causal): forced causal (or not)
+            if keyword.arg and "causal" in keyword.arg:
+                value = keyword.value
+                forced = "False" if isinstance(value, ast.Constant) and value.value is True else "True"
+                what = f"The attention's {keyword.arg} flag is forced to {forced}: the mask is wrong for its layers."
+                found.append(Edit(BugClass.MASK, value, forced, what))
+        if called(call) in ("tril", "triu"):  # the diagonal one off: one key more (tril) or fewer (triu) visible
+            diagonal = [k.value for k in call.keywords if k.arg == "diagonal"] or call.args[1:2]
+            what = f"{called(call)}'s diagonal is one off: each query sees one key more or fewer than it should."
+            if diagonal:
+                found.append(Edit(BugClass.MASK, diagonal[0], plus_one(src, diagonal[0]), what))
+            elif call.args or call.keywords:
+                found.append(Edit(BugClass.MASK, call, f"{src.source(call)[:-1]}, diagonal=1)", what))
+            elif isinstance(call.func, ast.Attribute):  # x.tril()
+                found.append(Edit(BugClass.MASK, call, f"{src.source(call)[:-1]}diagonal=1)", what))
+    for node in src.nodes((ast.Assign, ast.AugAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        words = name_parts(" ".join(src.source(t) for t in targets))
+        if scan and not words & _MASK_WORDS:
+            continue
+        flag = (
+            not isinstance(node.value, ast.Call)
+            or "causal" in called(node.value)
+            or called(node.value).startswith("is")
+        )
+        if words & {"causal"} and flag and not isinstance(node.value, ast.Compare):
+            what = "The causal flag is inverted: causal layers attend ahead and non-causal ones do not."
+            found.append(Edit(BugClass.MASK, node.value, f"not {src.atom(node.value)}", what))
+            continue
+        for compare in [n for n in ast.walk(node.value) if isinstance(n, ast.Compare) and len(n.ops) == 1]:
+            flipped = {ast.Lt: "<=", ast.LtE: "<", ast.Gt: ">=", ast.GtE: ">"}.get(type(compare.ops[0]))
+            if flipped:
+                text = f"{src.source(compare.left)} {flipped} {src.source(compare.comparators[0])}"
+                what = "The mask's comparison is one off: a key at the boundary is visible when it should not be."
+                found.append(Edit(BugClass.MASK, compare, text, what))
+    for node in src.nodes(ast.If):  # `if is_causal:` / `if layer.causal:`
+        if isinstance(node.test, ast.Name | ast.Attribute) and "causal" in src.source(node.test):
+            what = "The causal branch is taken for the wrong layers (the flag read inverted)."
+            found.append(Edit(BugClass.MASK, node.test, f"not {src.source(node.test)}", what))
+    return found
