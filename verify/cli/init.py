@@ -4,7 +4,7 @@ project without tests, scaffolding an example gate), with an example mutation mo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -26,6 +26,13 @@ def init(
     check: Annotated[
         bool, typer.Option("--check/--no-check", help="Run the baseline once to check what was written.")
     ] = True,
+    proposals: Annotated[
+        bool,
+        typer.Option(
+            "--propose/--no-propose",
+            help="Propose mutations from the source (as `dflash mutations propose`) and name them in the catalog.",
+        ),
+    ] = True,
 ) -> None:
     """Write a [tool.dflash] table and an example mutation module for the project, then print the next steps.
 
@@ -37,6 +44,11 @@ def init(
     needs one. Then the baseline runs once (the gates on the unmutated tree, as `dflash verify` starts)
     and init prints the gates, the exclusions, green or red, and the time.
     A project without tests: an example gate under tests/gates, selected by a `gate` marker.
+    Gates that call the gate kit's statistical checks are written as statistical_gates. A source folder of
+    plain modules (no __init__.py) gets one, so the mutants of its modules can be served. Then the source
+    roots are scanned for the bug classes of speculative decoding (`dflash mutations propose`) and the
+    proposals, each applied, parsed and imported first, are written to proposed_mutations.py and named in
+    mutation_modules beside the example.
 
     \b
     Examples:
@@ -47,15 +59,24 @@ def init(
     before `dflash verify`); 2 nothing written: [tool.dflash] exists, a file it would write exists, or no
     Python source or collectable suite was found.
     """
+    import dataclasses
+
+    from verify.propose.api import DEFAULT_OUTPUT, propose
+    from verify.propose.writer import catalog_text
     from verify.run.config.scaffold import GATE_FILE, ScaffoldError, detect, write
-    from verify.run.phases.adopt import check_baseline, collect, find_suite
+    from verify.run.phases.adopt import check_baseline, collect, find_suite, project_config
 
     try:
         scaffold = detect(project)
         suite = find_suite(scaffold.root)
-        adoption = collect(scaffold, suite, marker or "") if suite is not None else None
         if suite is None and marker:
             raise ScaffoldError("--marker adopts tests of an existing suite, and the project has none")
+        proposed = propose(project_config(scaffold, suite), write=False) if proposals else None
+        if proposed is not None and proposed.proposals:
+            text = catalog_text(proposed.proposals, scaffold.source_roots)
+            module = DEFAULT_OUTPUT.removesuffix(".py")
+            scaffold = dataclasses.replace(scaffold, proposed_catalog=module, proposed_text=text)
+        adoption = collect(scaffold, suite, marker or "") if suite is not None else None
         written = write(scaffold, adoption.table() if adoption is not None else None)
     except ScaffoldError as error:
         typer.echo(f"error: {error}", err=True)
@@ -71,6 +92,15 @@ def init(
             typer.echo(f"excluded {path}: {why}")
         if adoption.pytest_args:
             typer.echo(f"pytest_args = {list(adoption.pytest_args)}: {adoption.pytest_args_why}")
+        if adoption.statistical:
+            typer.echo(f"statistical_gates: {len(adoption.statistical)} gates call the gate kit's statistical checks")
+    for rel in scaffold.namespace_inits:
+        typer.echo(f"{rel}: a folder of plain modules made a package (the mutant import hook serves packages)")
+    if proposed is not None:
+        typer.echo(
+            f"proposals: {len(proposed.proposals)} mutations proposed from the code of {proposed.num_files} files "
+            f"(each applied, parsed and imported first), {len(proposed.refused)} left out"
+        )
     for rel in written:
         typer.echo(f"wrote {rel}" if rel != "pyproject.toml" else "appended [tool.dflash] to pyproject.toml")
     green = True
@@ -82,30 +112,46 @@ def init(
             typer.echo(f"baseline: green, {result.num_gates} gates ran in {result.wall_s:.1f}s")
         else:
             typer.echo(f"baseline: NOT green ({result.wall_s:.1f}s): {result.message}")
-    mutation = f"{scaffold.mutation_name!r} ({scaffold.target_file})"
-    if adoption is not None:
-        steps = (
-            f"  1. dflash verify      runs the example mutation {mutation} against your suite: it is killed\n"
-            f"                        when a test calls {scaffold.function} and checks its result.\n"
-            f"  2. Replace the example in {scaffold.catalog_file} with the bugs your tests must catch: each "
-            "a Mutation(name,\n     description, file, anchor, replacement); `dflash mutations show NAME` prints its "
-            "diff.\n"
-            "  3. Name your engine's check exceptions in invariant_errors; if your tests fail by raising rather "
-            'than\n     asserting, set count = "detected" (docs: concepts/verdicts.md).\n'
-            "  4. dflash verify      until every mutation is killed (exit 0)."
-        )
-    else:
-        steps = (
-            f"  1. dflash verify      the example mutation {mutation} will survive:\n"
-            f"                        {GATE_FILE} only imports {scaffold.target_module}.\n"
-            f"  2. Write gates: tests marked @pytest.mark.gate under tests/gates that call {scaffold.function} and "
-            "check its result.\n"
-            f"  3. Replace the example in {scaffold.catalog_file} with your engine's bug classes; `dflash mutations "
-            "show NAME`\n     prints each diff.\n"
-            "  4. dflash verify      until every mutation is killed (exit 0)."
-        )
-    if not green:
-        steps = "  0. Fix the baseline (above), or edit [tool.dflash] exclude/gates, until it is green.\n" + steps
-    typer.echo("\nNext:\n" + steps)
+    typer.echo("\nNext:\n" + _next_steps(scaffold, adoption is not None, proposed, green, GATE_FILE))
     if not green:
         raise typer.Exit(1)
+
+
+def _next_steps(scaffold: Any, adopted: bool, proposed: Any, green: bool, gate_file: str) -> str:
+    """What each next command will do, said as what happens (a verdict is only ever the run's to give)."""
+    num_proposed = len(proposed.proposals) if proposed is not None else 0
+    example = f"{scaffold.mutation_name!r} ({scaffold.target_file}: {scaffold.function} returns None)"
+    runs = f"the example {example}" + (
+        f" and the {num_proposed} proposals in {scaffold.proposed_catalog}.py" if num_proposed else ""
+    )
+    if adopted:
+        reach = (
+            "a mutation no test reaches is reported survived; one a test sees is killed, or crashed if it only raised"
+        )
+    else:
+        reach = (
+            f"{gate_file} only imports {scaffold.target_module}, so each mutation is reported survived "
+            "until gates that call your code are written (tests marked @pytest.mark.gate under tests/gates)"
+        )
+    steps = [f"  1. dflash verify      runs {runs} against the gates: {reach}. The last line says PASS or FAIL."]
+    if proposed is None:
+        steps.append(
+            "  2. dflash mutations propose   scans your source roots for the bug classes of speculative "
+            "decoding and writes proposed_mutations.py; name it in mutation_modules."
+        )
+    elif not num_proposed:
+        steps.append(
+            "  2. No construct of the speculative-decoding bug classes was found to propose: write your "
+            f"engine's bugs in {scaffold.catalog_file} (`dflash mutations show NAME` prints each diff)."
+        )
+    else:
+        steps.append(
+            f"  2. Keep the proposals your gates must catch in {scaffold.proposed_catalog}.py, delete the "
+            "others; `dflash mutations show NAME` prints each diff."
+        )
+    steps.append(
+        "  3. dflash verify explain NAME   for a survivor: where the mutant's run first differs from the unmutated one."
+    )
+    if not green:
+        steps.insert(0, "  0. Fix the baseline (above), or edit [tool.dflash] exclude/gates, until it is green.")
+    return "\n".join(steps)

@@ -45,12 +45,13 @@ def _context(src: Source, owners: Owners, node: ast.AST) -> set[str]:
 def _is_log(src: Source, node: ast.AST) -> bool:
     if isinstance(node, ast.Call) and called(node) in ("log", "log_softmax", "log2", "log10"):
         return True
-    return "log" in name_parts(src.source(node))
+    return any(word.startswith("log") for word in name_parts(src.source(node)))
 
 
 def ratio(src: Source, owners: Owners, scan: bool) -> list[Found]:
     found: list[Found] = []
     what = "The acceptance ratio is inverted (q/p for p/q): drafts the target dislikes are kept."
+    exponents = {id(call.args[0]) for call in src.nodes(ast.Call) if called(call) == "exp" and call.args}
     for node in src.nodes(ast.BinOp):
         if isinstance(node.op, ast.Div):  # p / q -> q / p
             if scan and not (_probish(src, node.left) and _probish(src, node.right)):
@@ -58,7 +59,9 @@ def ratio(src: Source, owners: Owners, scan: bool) -> list[Found]:
             if scan and _NORMALISER.search(src.source(node.right)):
                 continue  # probs / probs.sum(): a normalisation, not a ratio
             found.append(Edit(BugClass.RATIO, node, f"{src.atom(node.right)} / {src.atom(node.left)}", what))
-        elif isinstance(node.op, ast.Sub) and _is_log(src, node.left) and _is_log(src, node.right):
+        elif isinstance(node.op, ast.Sub) and (
+            id(node) in exponents or _is_log(src, node.left) and _is_log(src, node.right)
+        ):
             # log p - log q -> log q - log p (the ratio in log space; exp(a - b) is the same swap)
             found.append(Edit(BugClass.RATIO, node, f"{src.atom(node.right)} - {src.atom(node.left)}", what))
     for node in src.nodes(ast.Compare):  # u * q < p -> u * p < q (the rule cross-multiplied)

@@ -24,6 +24,12 @@ GATE_FILE = f"{GATES}/test_gate_example.py"
 GATE_CONFTEST = f"{GATES}/conftest.py"
 
 
+_NAMESPACE_INIT = (
+    "# Written by `dflash init`: this folder of modules becomes a package, so that `dflash verify` can serve a\n"
+    "# mutant to its modules (a namespace package's modules are imported past its import hook).\n"
+)
+
+
 class ScaffoldError(Exception):
     """The project cannot be scaffolded: it is already configured, or no Python source was found."""
 
@@ -41,6 +47,14 @@ class Scaffold:
     function: str  # the function whose return the example mutation breaks
     anchor: str
     replacement: str
+    namespace_inits: tuple[str, ...] = ()  # __init__.py files that make folders of plain modules packages
+    proposed_catalog: str = ""  # the proposals' catalog module (`dflash mutations propose`), if any
+    proposed_text: str = ""
+
+    @property
+    def catalogs(self) -> list[str]:
+        """The catalog modules the table names: the example's, and the proposals' when there are any."""
+        return [self.catalog, *([self.proposed_catalog] if self.proposed_catalog else [])]
 
     @property
     def mutation_name(self) -> str:
@@ -56,7 +70,7 @@ class Scaffold:
             "\n[tool.dflash]\n"
             "# Written by `dflash init`. The catalog registers your engine's bug classes; the gates are the tests\n"
             "# (marked with gate_marker, under gates) that must catch them.\n"
-            f'mutation_modules = ["{self.catalog}"]\n'
+            f"mutation_modules = {json.dumps(self.catalogs)}\n"
             f"source_roots = {roots}\n"
             f'gates = ["{GATES}"]\n'
             'gate_marker = "gate"\n'
@@ -101,11 +115,28 @@ class Scaffold:
         )
 
 
+def _is_source_folder(path: Path) -> bool:
+    """A folder of the project's own modules: a package, or a folder of plain modules (no __init__.py) that is
+    not tests, docs, hidden or a virtual environment."""
+    if not path.is_dir() or not path.name.isidentifier() or path.name in _NOT_SOURCE or path.name.startswith("_"):
+        return False
+    if (path / "__init__.py").is_file():
+        return True
+    if (path / "pyvenv.cfg").exists():
+        return False
+    modules = [p for p in path.glob("*.py") if p.name not in _NOT_MODULES]
+    return any(not (p.name.startswith("test_") or p.stem.endswith("_test")) for p in modules)
+
+
 def _packages(folder: Path) -> list[str]:
-    return sorted(
-        p.name
-        for p in folder.iterdir()
-        if p.is_dir() and p.name.isidentifier() and p.name not in _NOT_SOURCE and (p / "__init__.py").is_file()
+    return sorted(p.name for p in folder.iterdir() if _is_source_folder(p))
+
+
+def _namespace_inits(root: Path, folders: list[Path]) -> tuple[str, ...]:
+    """The `__init__.py` each folder of plain modules needs (posix, relative to root): the import hook serves a
+    mutant to a package's modules, never to a namespace package's, so init makes the folder a package."""
+    return tuple(
+        sorted((f / "__init__.py").relative_to(root).as_posix() for f in folders if not (f / "__init__.py").exists())
     )
 
 
@@ -114,6 +145,8 @@ def _layout(root: Path) -> tuple[str, tuple[str, ...], list[Path]]:
     if (root / "src").is_dir() and (found := _packages(root / "src")):
         return "src", ("src",), [f for name in found for f in sorted((root / "src" / name).rglob("*.py"))]
     if found := _packages(root):
+        # Packages first: a folder of plain modules beside them (a `utils/` the tests import) is a root too.
+        found.sort(key=lambda name: not (root / name / "__init__.py").is_file())
         return "flat", tuple(found), [f for name in found for f in sorted((root / name).rglob("*.py"))]
     modules = sorted(
         p for p in root.glob("*.py") if p.name not in _NOT_MODULES and p.stem.isidentifier() and "test" not in p.stem
@@ -121,8 +154,8 @@ def _layout(root: Path) -> tuple[str, tuple[str, ...], list[Path]]:
     if modules:
         return "module", tuple(p.name for p in modules), modules
     raise ScaffoldError(
-        f"no Python package found in {root} (looked for src/PKG/__init__.py, PKG/__init__.py and modules at the "
-        "root): write [tool.dflash] by hand (docs: reference/configuration.md)"
+        f"no Python source found in {root} (looked for packages and folders of modules under src/ and at the root, "
+        "and modules at the root): write [tool.dflash] by hand (docs: reference/configuration.md)"
     )
 
 
@@ -173,7 +206,9 @@ def detect(root: Path) -> Scaffold:
         module = ".".join([*base[:-1], *([] if rel.stem == "__init__" else [rel.stem])])
         top = module.partition(".")[0]
         catalog = f"{top}_mutations"
-        return Scaffold(root, layout, roots, catalog, rel.as_posix(), module, found[0], found[1], found[2])
+        folders = [root / "src" / r for r in _packages(root / "src")] if layout == "src" else [root / r for r in roots]
+        inits = _namespace_inits(root, [f for f in folders if f.is_dir()])
+        return Scaffold(root, layout, roots, catalog, rel.as_posix(), module, found[0], found[1], found[2], inits)
     raise ScaffoldError(
         f"no function with a one-line `return <value>` found under {', '.join(roots)} to write an example mutation "
         "of: write the catalog by hand (docs: how-to/write-a-mutation.md)"
@@ -188,6 +223,9 @@ def write(scaffold: Scaffold, table: str | None = None) -> tuple[str, ...]:
     catalog is created, the suite being the gates."""
     root = scaffold.root
     created = {scaffold.catalog_file: scaffold.catalog_text()}
+    created |= dict.fromkeys(scaffold.namespace_inits, _NAMESPACE_INIT)
+    if scaffold.proposed_catalog:
+        created[f"{scaffold.proposed_catalog.replace('.', '/')}.py"] = scaffold.proposed_text
     if table is None:
         created[GATE_FILE] = scaffold.gate_text()
         if not (root / GATE_CONFTEST).exists():

@@ -24,10 +24,11 @@ from typing import Any
 
 from verify.compat import tomllib
 from verify.run.config.collect_probe import reason
-from verify.run.config.scaffold import Scaffold, ScaffoldError
+from verify.run.config.kit_gates import statistical_gates
+from verify.run.config.scaffold import GATES, Scaffold, ScaffoldError
 from verify.run.config.settings import ConfigError, ProjectConfig
 
-__all__ = ["Adoption", "BaselineCheck", "Suite", "check_baseline", "collect", "find_suite"]
+__all__ = ["Adoption", "BaselineCheck", "Suite", "check_baseline", "collect", "find_suite", "project_config"]
 
 # Folders no suite of the project lives in: environments, build output, caches.
 _SKIP = {"node_modules", "build", "dist", "site-packages", "__pycache__", "venv", "env"}
@@ -121,6 +122,7 @@ class Adoption:
     excluded: tuple[tuple[str, str], ...]  # (path relative to the root, why its collection failed)
     pytest_args: tuple[str, ...] = ()
     pytest_args_why: str = ""
+    statistical: tuple[str, ...] = ()  # gates that call the gate kit's statistical checks (kit_gates)
 
     def table(self) -> str:
         s = self.scaffold
@@ -130,7 +132,7 @@ class Adoption:
             "# Written by `dflash init`, adopting the existing pytest suite: every test under `gates` that",
             '# gate_marker selects is a gate (gate_marker = "" selects them all). The catalog registers the bugs',
             "# the gates must catch; `dflash verify` runs each one against them.",
-            f"mutation_modules = {json.dumps([s.catalog])}",
+            f"mutation_modules = {json.dumps(s.catalogs)}",
             f"source_roots = {json.dumps(list(s.source_roots))}",
             f"gates = {json.dumps(list(self.suite.paths))}",
             f"gate_marker = {json.dumps(self.marker)}",
@@ -140,6 +142,10 @@ class Adoption:
             lines.append("exclude = [")
             lines += [f"    {json.dumps(path)},  # {why.replace(chr(10), ' ')}" for path, why in self.excluded]
             lines.append("]")
+        if self.statistical:
+            lines.append("# Gates that call the gate kit's statistical checks: a red only in them is confirmed on an")
+            lines.append("# independent seed (docs/concepts/sampling-gates.md).")
+            lines.append(f"statistical_gates = {json.dumps(list(self.statistical))}")
         if self.pytest_args:
             lines.append(f"# {self.pytest_args_why}")
             lines.append(f"pytest_args = {json.dumps(list(self.pytest_args))}")
@@ -149,7 +155,10 @@ class Adoption:
         return "\n".join(lines) + "\n"
 
 
-def _config(scaffold: Scaffold, suite: Suite) -> ProjectConfig:
+def project_config(scaffold: Scaffold, suite: Suite | None) -> ProjectConfig:
+    """The settings the written table will give (before it is written): what the proposals are scanned with."""
+    if suite is None:
+        suite = Suite((GATES,), "scaffold")
     return ProjectConfig(
         root=scaffold.root, mutation_modules=(scaffold.catalog,), gates=suite.paths, source_roots=scaffold.source_roots
     )
@@ -161,7 +170,7 @@ def collect(scaffold: Scaffold, suite: Suite, marker: str = "") -> Adoption:
     when the suite cannot be collected at all or nothing is left to select."""
     root = scaffold.root
     pytest_args, why = _needed_args(root)
-    import_paths = [str((root / rel).resolve()) for rel in _config(scaffold, suite).import_paths]
+    import_paths = [str((root / rel).resolve()) for rel in project_config(scaffold, suite).import_paths]
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     env["PYTHONPATH"] = os.pathsep.join([*import_paths, *filter(None, [os.environ.get("PYTHONPATH", "")])])
     with tempfile.TemporaryDirectory(prefix="dflash-init-") as tmp:
@@ -197,7 +206,8 @@ def collect(scaffold: Scaffold, suite: Suite, marker: str = "") -> Adoption:
             + (f" ({len(excluded)} files fail to collect)" if excluded else "")
             + ": nothing to adopt as gates"
         )
-    return Adoption(scaffold, suite, marker, gate_ids, excluded, pytest_args, why)
+    statistical = statistical_gates(root, [gate.split("::")[0] for gate in gate_ids])
+    return Adoption(scaffold, suite, marker, gate_ids, excluded, pytest_args, why, statistical)
 
 
 @dataclass(frozen=True, slots=True)

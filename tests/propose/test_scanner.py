@@ -1,0 +1,128 @@
+"""The scanner (verify.propose.scanner) on small snippets: each spelling of each bug class is found and rewritten
+as the class says; what could only crash, or would change nothing, is left out with the reason; the anchor
+occurs once in the file and the replacement is the anchor with only the construct changed."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from verify.propose.edit import BugClass
+from verify.propose.scanner import Proposal, scan_text
+
+C = BugClass
+
+
+def _changed(text: str, bug_class: BugClass) -> list[str]:
+    proposals, _ = scan_text(text, "engine/x.py", (bug_class,))
+    return [p.changed_line for p in proposals]
+
+
+@pytest.mark.parametrize(
+    ("bug_class", "source", "changed"),
+    [
+        (C.RATIO, "ratio = p[i, x] / q[i, x]\n", "ratio = q[i, x] / p[i, x]"),
+        (C.RATIO, "ratio = torch.exp(log_p - log_q)\n", "ratio = torch.exp(log_q - log_p)"),
+        (C.RATIO, "r = torch.log(p) - torch.log(q)\n", "r = torch.log(q) - torch.log(p)"),
+        (C.RATIO, "keep = u * q_x < p_x\n", "keep = u * p_x < q_x"),
+        (C.RESIDUAL, "residual = target_probs - draft_probs\n", "residual = target_probs"),
+        (C.RESIDUAL, "res = torch.clamp(p - q, min=0)\n", "res = torch.clamp(p, min=0)"),
+        (C.RESIDUAL, "res = torch.clamp(p - q, min=0)\n", "res = (p - q)"),
+        (C.RESIDUAL, "r = (p[i] - q[i]).clamp(min=0)\n", "r = (p[i] - q[i])"),
+        (C.RESIDUAL, "r = max(p - q, 0)\n", "r = (p - q)"),
+        (C.RESIDUAL, "residual = p.scatter_add(1, idx, -q)\n", "residual = p"),
+        (C.ACCEPTANCE, "n = match.cumprod(dim=1).sum(dim=1)\n", "n = match.sum(dim=1)"),
+        (C.ACCEPTANCE, "n = torch.cumprod(match, dim=0).sum()\n", "n = match.sum()"),
+        (C.ACCEPTANCE, "n = ((~accepted).cumsum(-1) < 1).sum(-1)\n", "n = (accepted).sum(-1)"),
+        (C.ACCEPTANCE, "n = (rejected.cumsum(-1) == 0).sum(-1)\n", "n = ((rejected) == 0).sum(-1)"),
+        (
+            C.ACCEPTANCE,
+            "for d, t in zip(drafted, target):\n    if d != t:\n        break\n    accepted += 1\n",
+            "continue",
+        ),
+        (C.BONUS, "def accept(p, n):\n    return n, sample(p[n])\n", "return n, sample(p[n - 1])"),
+        (C.BONUS, "def accept(p, n):\n    return n, sample(p[:, n, :])\n", "return n, sample(p[:, n - 1, :])"),
+        (
+            C.BONUS,
+            "bonus = argmax.gather(1, accepted[:, None])\n",
+            "bonus = argmax.gather(1, (accepted[:, None] - 1).clamp(min=0))",
+        ),
+        (C.POSITIONS, "positions = torch.arange(start, end)\n", "positions = torch.arange(start, end) + 1"),
+        (C.POSITIONS, "out = model(ids, position_ids=positions)\n", "out = model(ids, position_ids=positions + 1)"),
+        (C.POSITIONS, "cos, sin = rotary(positions, dtype)\n", "cos, sin = rotary(positions + 1, dtype)"),
+        (C.POSITIONS, "self._offsets = torch.arange(block)\n", "self._offsets = torch.arange(block) + 1"),
+        (C.CACHE, "cache.crop(num_committed)\n", "cache.crop(num_committed + 1)"),
+        (C.CACHE, "self.keys = self.keys[:, :, :length]\n", "self.keys = self.keys[:, :, :length + 1]"),
+        (C.CACHE, "self.k_cache[start:end] = k\n", "self.k_cache[start + 1:end + 1] = k"),
+        (C.CACHE, "self.kv[:, :, start:end] = kv\n", "self.kv[:, :, start + 1:end + 1] = kv"),
+        (C.CACHE, "cache[pos] = kv\n", "cache[pos + 1] = kv"),
+        (C.MASK, "out = sdpa(q, k, v, is_causal=layer.is_causal)\n", "out = sdpa(q, k, v, is_causal=True)"),
+        (C.MASK, "out = sdpa(q, k, v, is_causal=True)\n", "out = sdpa(q, k, v, is_causal=False)"),
+        (C.MASK, "mask = torch.tril(ones)\n", "mask = torch.tril(ones, diagonal=1)"),
+        (C.MASK, "mask = torch.triu(ones, diagonal=1)\n", "mask = torch.triu(ones, diagonal=2)"),
+        (C.MASK, "mask = ones.tril()\n", "mask = ones.tril(diagonal=1)"),
+        (C.MASK, "self.causal = config.causal\n", "self.causal = not config.causal"),
+        (C.MASK, "valid = key_pos < lens[:, None]\n", "valid = key_pos <= lens[:, None]"),
+        (C.MASK, "if is_causal:\n    x = 1\n", "if not is_causal:"),
+        (C.SOFTMAX, "probs = torch.softmax(scores, dim=-1)\n", "probs = torch.softmax(scores, dim=-2)"),
+        (C.SOFTMAX, "probs = scores.softmax(-1)\n", "probs = scores.softmax(-2)"),
+        (C.TEMPERATURE, "scores = logits / temperature\n", "scores = logits"),
+        (C.TEMPERATURE, "scores = logits / temperature\n", "scores = logits / temperature / temperature"),
+        (C.TEMPERATURE, "q = probs_of(logits, p.temperature, p.top_p)\n", "q = probs_of(logits, 1.0, p.top_p)"),
+        (C.TEMPERATURE, "q = probs_of(logits, temperature=t)\n", "q = probs_of(logits, temperature=1.0)"),
+        (C.FILTERS, "q = probs_of(logits, t, p.top_p, p.top_k)\n", "q = probs_of(logits, t)"),
+        (C.FILTERS, "q = probs_of(logits, t, top_k=k)\n", "q = probs_of(logits, t)"),
+        (C.FILTERS, "if 0 < top_k < vocab:\n    x = f(x)\n", "if False:"),
+    ],
+    ids=lambda v: v.value if isinstance(v, BugClass) else None,
+)
+def test_each_spelling_is_found_and_rewritten(bug_class: BugClass, source: str, changed: str) -> None:
+    assert changed in _changed(source, bug_class)
+
+
+@pytest.mark.parametrize(
+    ("bug_class", "source", "reason"),
+    [
+        (C.POSITIONS, "record(positions=(start, end))\n", "a tuple plus one can only crash"),
+        (C.CACHE, "self.keys = self.keys[:, :-k]\n", "keeps nothing when it is -1"),
+        (C.CACHE, "self.cache[a:b:2] = kv\n", "has a step"),
+    ],
+)
+def test_what_could_only_crash_is_left_out_with_the_reason(bug_class: BugClass, source: str, reason: str) -> None:
+    proposals, refused = scan_text(source, "engine/x.py", (bug_class,))
+    assert not proposals and any(reason in r.reason for r in refused), refused
+
+
+def test_a_rewrite_that_changes_no_syntax_tree_is_not_proposed() -> None:
+    proposals, refused = scan_text("r = p / q  # the ratio\nr = (p) / (q)\n", "engine/x.py", (C.RATIO,))
+    assert len(proposals) == 2 and len({p.anchor for p in proposals}) == 2
+    # The same construct twice: each anchor is widened until it occurs once.
+    twice = "def f(p, q):\n    x = 1\n    return p / q\n\n\ndef g(p, q):\n    x = 2\n    return p / q\n"
+    proposals, _ = scan_text(twice, "engine/x.py", (C.RATIO,))
+    assert [p.anchor for p in proposals] == ["x = 1\n    return p / q", "x = 2\n    return p / q"]
+
+
+def test_unrelated_code_is_left_alone() -> None:
+    text = (
+        "def mean(values, total):\n    return sum(values) / total\n\n\n"
+        "def check(top_p):\n    if not 0 < top_p <= 1:\n        raise ValueError(top_p)\n"
+        "    rows[dst] = rows[src]\n    return len(values)\n"
+    )
+    proposals, _ = scan_text(text, "engine/x.py")
+    assert proposals == [], [p.changed_line for p in proposals]
+
+
+def test_every_proposal_is_its_anchor_with_the_construct_changed_and_parses() -> None:
+    text = "def accept(p, q, n):\n    ratio = p / q\n    positions = torch.arange(n)\n    return n, sample(p[n])\n"
+    proposals, _ = scan_text(text, "engine/x.py")
+    assert {p.bug_class for p in proposals} >= {C.RATIO, C.POSITIONS, C.BONUS}
+    for proposal in proposals:
+        assert isinstance(proposal, Proposal) and text.count(proposal.anchor) == 1
+        ast.parse(text.replace(proposal.anchor, proposal.replacement))
+        assert proposal.line == text[: text.index(proposal.anchor)].count("\n") + 1
+
+
+def test_a_file_that_does_not_parse_is_one_refusal() -> None:
+    proposals, refused = scan_text("def f(:\n", "engine/x.py")
+    assert not proposals and "does not parse" in refused[0].reason
