@@ -60,11 +60,16 @@ def adopt(root: Path) -> subprocess.CompletedProcess[str]:
     table = tomllib.loads(pyproject.read_text())["tool"]["dflash"]
     assert table["gates"] == ["tests"] and table["gate_marker"] == "", table  # the whole suite, no marker
     assert not (root / "tests" / "gates").exists()  # nothing DFlash-shaped written beside the suite
+    # The suite's law checks (the gate kit's statistical ones) are marked statistical; the exact ones are not.
+    assert table["statistical_gates"] == [RULE, FIRST], table
+    # Init's catalogs: its example and the proposals from the engine's code (measured in tests/propose).
+    assert table["mutation_modules"] == ["lookupspec_mutations", "proposed_mutations"], table
     text = pyproject.read_text().replace(
-        'mutation_modules = ["lookupspec_mutations"]', 'mutation_modules = ["engine_mutations"]'
+        'mutation_modules = ["lookupspec_mutations", "proposed_mutations"]', 'mutation_modules = ["engine_mutations"]'
     )
     pyproject.write_text(text + 'observe = "lookupspec.observe:make_observer"\njobs = 2\n')
     (root / "lookupspec_mutations.py").unlink()  # init's example mutation: this engine has its own catalog
+    (root / "proposed_mutations.py").unlink()
     table = tomllib.loads(pyproject.read_text())["tool"]["dflash"]
     assert table["mutation_modules"] == ["engine_mutations"], table
     return done

@@ -218,7 +218,9 @@ def test_all_gates_runs_every_gate(toy_run, cli, tmp_path) -> None:
 def test_mutations_list_and_show(toy_run) -> None:
     runner = CliRunner()
     listed = runner.invoke(mutations_app, ["list", "--project", str(toy_run.root)])
-    assert listed.exit_code == 0 and "sub-swaps-operands" in listed.output
+    # The toy catalog's stale anchors are said when it loads, each with the nearest lines: exit 1.
+    assert listed.exit_code == 1 and "sub-swaps-operands" in listed.output
+    assert "stale anchors (2)" in listed.output and "stale-twice: anchor matches 2 times" in listed.output
     shown = runner.invoke(mutations_app, ["show", "add-off-by-one", "--project", str(toy_run.root)])
     assert shown.exit_code == 0, shown.output
     assert "+    return a + b + 1" in shown.output and "off-by-one in a sum" in shown.output

@@ -64,7 +64,7 @@ def test_init_appends_and_refuses_a_second_time(tmp_path) -> None:
 
 def test_init_refuses_a_project_without_python_source(tmp_path) -> None:
     (tmp_path / "README.md").write_text("nothing here")
-    with pytest.raises(ScaffoldError, match="no Python package found"):
+    with pytest.raises(ScaffoldError, match="no Python source found"):
         detect(tmp_path)
 
 

@@ -126,7 +126,7 @@ def _next_steps(scaffold: Any, adopted: bool, proposed: Any, green: bool, gate_f
     )
     if adopted:
         reach = (
-            "a mutation no test reaches is reported survived; one a test sees is killed, or crashed if it only raised"
+            "each comes back killed (a gate's own check fired), survived (every gate that reaches it green) or crashed"
         )
     else:
         reach = (

@@ -8,8 +8,8 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from enum import StrEnum
 
+from verify.compat import StrEnum
 from verify.propose.source import Source
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Rules for the acceptance rule's bug classes: the ratio p/q inverted, the residual max(p - q, 0) without the draft
-or its clamp, acceptance run past the first rejection, the bonus row off by one, temperature not applied or applied
-twice, a top-k/top-p filter dropped on one side of p/q, the softmax's dimension.
+or its clamp, acceptance run past the first rejection, the bonus row off by one (the sampling distribution's are
+in `distribution_rules`).
 
 A rule reads a parsed `Source` and returns what it found. `scan`: the scanner reads whole files, so a rule asks
 for the class's context there (a statement about probabilities, residuals, the bonus); a template is handed the
@@ -15,17 +15,7 @@ import re
 from verify.propose.edit import BugClass, Edit, Found, called, header_text, minus_one, name_parts
 from verify.propose.source import Source
 
-__all__ = [
-    "acceptance",
-    "bonus",
-    "filters",
-    "ratio",
-    "residual",
-    "residual_clamp",
-    "residual_draft",
-    "softmax",
-    "temperature",
-]
+__all__ = ["acceptance", "bonus", "ratio", "residual", "residual_clamp", "residual_draft"]
 
 Owners = dict[ast.AST, ast.stmt]
 _PROB = re.compile(r"(?<![A-Za-z0-9_])(p|q|p_\w+|q_\w+|\w*probs?\w*|\w*(target|draft)\w*|log_?[pq]\w*)(?![A-Za-z0-9_])")
@@ -87,7 +77,7 @@ def _zero_clamp(src: Source, node: ast.Call) -> ast.AST | None:
     method = isinstance(node.func, ast.Attribute) and not (
         isinstance(node.func.value, ast.Name) and node.func.value.id in ("torch", "np", "numpy", "F", "math")
     )
-    values = [node.func.value] if method else []  # type: ignore[union-attr]
+    values = [node.func.value] if method else []  # type: ignore[attr-defined]
     args = [*values, *node.args]
     if not args:
         return None
@@ -158,7 +148,7 @@ def acceptance(src: Source, owners: Owners, scan: bool) -> list[Found]:
         )  # match.cumprod(1), not torch.cumprod(match, 1)
         if not is_method and not node.args:
             continue
-        inner = func.value if is_method else node.args[0]  # type: ignore[union-attr]
+        inner = func.value if is_method else node.args[0]  # type: ignore[attr-defined]
         found.append(Edit(BugClass.ACCEPTANCE, node, src.atom(inner), what))
     for node in src.nodes(ast.Compare):  # ((~accepted).cumsum(-1) < 1): no rejection yet
         left = node.left
@@ -167,7 +157,7 @@ def acceptance(src: Source, owners: Owners, scan: bool) -> list[Found]:
         is_method = isinstance(left.func, ast.Attribute) and not (
             isinstance(left.func.value, ast.Name) and left.func.value.id in ("torch", "np", "numpy")
         )
-        counted = left.func.value if is_method else (left.args[0] if left.args else None)  # type: ignore[union-attr]
+        counted = left.func.value if is_method else (left.args[0] if left.args else None)  # type: ignore[attr-defined]
         if counted is None:
             continue
         if isinstance(counted, ast.UnaryOp) and isinstance(counted.op, ast.Invert | ast.Not):
@@ -282,90 +272,3 @@ def _outermost(found: list[Found]) -> list[Found]:
     spans = [f.node for f in found]
     inner = {id(n) for outer in spans for n in ast.walk(outer) if n is not outer}
     return [f for f in found if id(f.node) not in inner]
-
-
-def _is_check(name: str) -> bool:
-    """A predicate or a validation (is_number, isinstance, check_request): its argument is read, not applied."""
-    return name.lstrip("_").startswith(("is", "check", "valid", "assert")) or name in ("len", "float", "int", "str")
-
-
-def _mentions_temperature(src: Source, node: ast.AST) -> bool:
-    return bool(name_parts(src.source(node)) & {"temperature", "temp", "temperatures"})
-
-
-def temperature(src: Source, owners: Owners, scan: bool) -> list[Found]:
-    found: list[Found] = []
-    for node in src.nodes(ast.BinOp):  # logits / T: not applied, or applied twice
-        if isinstance(node.op, ast.Div) and _mentions_temperature(src, node.right):
-            none = "Temperature is not applied: the logits are sampled at temperature 1."
-            found.append(Edit(BugClass.TEMPERATURE, node, src.source(node.left), none))
-            twice = "Temperature is applied twice: the logits are divided by T once more."
-            found.append(Edit(BugClass.TEMPERATURE, node, f"{src.source(node)} / {src.atom(node.right)}", twice))
-    for call in src.nodes(ast.Call):  # sampling_probs(logits, p.temperature): this side at temperature 1
-        name = called(call)
-        if not name or name[0].isupper() or "temperature" in name.lower() or _is_check(name):
-            continue
-        what = f"This {name}() call runs at temperature 1 instead of the request's (one side of p/q untempered)."
-        if name in ("enumerate", "zip", "range", "append", "extend", "len", "list", "tuple", "print"):
-            continue
-        for arg in call.args:  # a scalar temperature handed on (a list of them is a batch's, left alone)
-            if isinstance(arg, ast.Name | ast.Attribute) and _mentions_temperature(src, arg):
-                found.append(Edit(BugClass.TEMPERATURE, arg, "1.0", what))
-        for keyword in call.keywords:
-            if keyword.arg and "temp" in keyword.arg.lower():
-                found.append(Edit(BugClass.TEMPERATURE, keyword.value, "1.0", what))
-    return found
-
-
-_FILTER_WORDS = {"top_k", "top_p", "topk", "topp", "min_p"}
-
-
-def _words_filter(text: str) -> bool:
-    return any(word in text.lower() for word in _FILTER_WORDS)
-
-
-def _is_filter(src: Source, node: ast.AST) -> bool:
-    return _words_filter(src.source(node))
-
-
-def filters(src: Source, owners: Owners, scan: bool) -> list[Found]:
-    found: list[Found] = []
-    for call in src.nodes(ast.Call):
-        name = called(call)
-        if not name or name[0].isupper() or _is_check(name) or any(word in name.lower() for word in _FILTER_WORDS):
-            continue  # torch.topk is the filter itself; a record's constructor only stores it
-        positional = [i for i, arg in enumerate(call.args) if _is_filter(src, arg)]
-        keywords = [k for k in call.keywords if k.arg and (_words_filter(k.arg) or _is_filter(src, k.value))]
-        trailing = positional and positional == list(range(len(call.args) - len(positional), len(call.args)))
-        if not keywords and not trailing:
-            continue
-        kept = [src.source(a) for i, a in enumerate(call.args) if i not in positional]
-        kept += [src.source(k) for k in call.keywords if k not in keywords]
-        what = f"This {name}() call drops the request's top-k/top-p filter (applied on one side of p/q only)."
-        found.append(Edit(BugClass.FILTERS, call, f"{src.source(call.func)}({', '.join(kept)})", what))
-    for node in src.nodes(ast.If):
-        if all(isinstance(statement, ast.Raise) for statement in node.body):
-            continue  # a validation: `if not 0 < top_p <= 1: raise ...`
-        if _is_filter(src, node.test):
-            what = "The top-k/top-p filter is skipped: its branch never runs."
-            found.append(Edit(BugClass.FILTERS, node.test, "False", what))
-    return found
-
-
-def softmax(src: Source, owners: Owners, scan: bool) -> list[Found]:
-    found: list[Found] = []
-    what = "The softmax normalises over the wrong dimension."
-    for call in src.nodes(ast.Call):
-        if called(call) not in ("softmax", "log_softmax"):
-            continue
-        dims = [k.value for k in call.keywords if k.arg in ("dim", "axis")]
-        method = isinstance(call.func, ast.Attribute) and not (
-            isinstance(call.func.value, ast.Name) and call.func.value.id in ("torch", "F", "np", "scipy", "special")
-        )
-        dims += call.args[0 if method else 1 : 2 if not method else 1] if not dims else []
-        if len(dims) != 1 or not (isinstance(dims[0], ast.Constant) or isinstance(dims[0], ast.UnaryOp)):
-            continue
-        dim = ast.literal_eval(dims[0])
-        if isinstance(dim, int):
-            found.append(Edit(BugClass.SOFTMAX, dims[0], str(-2 if dim == -1 else (dim - 1 if dim > 0 else 1)), what))
-    return found

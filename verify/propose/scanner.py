@@ -9,7 +9,7 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from verify.propose import attention_rules, sampling_rules
+from verify.propose import attention_rules, distribution_rules, sampling_rules
 from verify.propose.edit import BugClass, Edit, Found, Refusal, statement_of
 from verify.propose.source import Source, parse_file
 
@@ -25,9 +25,9 @@ RULES: dict[BugClass, tuple[Rule, ...]] = {
     BugClass.POSITIONS: (attention_rules.positions,),
     BugClass.CACHE: (attention_rules.crop, attention_rules.cache),
     BugClass.MASK: (attention_rules.mask,),
-    BugClass.SOFTMAX: (sampling_rules.softmax,),
-    BugClass.TEMPERATURE: (sampling_rules.temperature,),
-    BugClass.FILTERS: (sampling_rules.filters,),
+    BugClass.SOFTMAX: (distribution_rules.softmax,),
+    BugClass.TEMPERATURE: (distribution_rules.temperature,),
+    BugClass.FILTERS: (distribution_rules.filters,),
 }
 _MAX_WIDEN = 4  # lines an anchor may grow upwards to become unique
 

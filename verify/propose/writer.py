@@ -6,6 +6,7 @@ proposal record and text; nothing of scanning or importing.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
@@ -34,6 +35,11 @@ def names(proposals: Sequence[Proposal]) -> list[str]:
     return made
 
 
+def _literal(text: str) -> str:
+    """A double-quoted Python string literal (JSON's escapes are Python's), as hand-written catalogs spell them."""
+    return json.dumps(text, ensure_ascii=False)
+
+
 def catalog_text(proposals: Sequence[Proposal], roots: Sequence[str]) -> str:
     lines = [
         f"{HEADER} from the source of {', '.join(roots)}: each a bug of a class",
@@ -48,11 +54,11 @@ def catalog_text(proposals: Sequence[Proposal], roots: Sequence[str]) -> str:
     for name, proposal in zip(names(proposals), proposals, strict=True):
         lines += [
             "    Mutation(",
-            f"        name={name!r},",
-            f"        bug_class={f'{proposal.what} ({proposal.file}:{proposal.line})'!r},",
-            f"        file={proposal.file!r},",
-            f"        anchor={proposal.anchor!r},",
-            f"        replacement={proposal.replacement!r},",
+            f"        name={_literal(name)},",
+            f"        bug_class={_literal(f'{proposal.what} ({proposal.file}:{proposal.line})')},",
+            f"        file={_literal(proposal.file)},",
+            f"        anchor={_literal(proposal.anchor)},",
+            f"        replacement={_literal(proposal.replacement)},",
             "    ),",
         ]
     lines.append(")")
