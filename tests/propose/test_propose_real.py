@@ -102,6 +102,17 @@ def _lookup_copy(tmp_path: Path) -> Path:
     return root
 
 
+def test_the_observer_module_is_not_scanned(tmp_path) -> None:
+    from verify.propose.api import source_files
+
+    root = _lookup_copy(tmp_path)
+    assert "lookupspec/observe.py" in source_files(load_config(root))
+    with (root / "pyproject.toml").open("a") as table:
+        table.write('observe = "lookupspec.observe:make_observer"\n')
+    files = source_files(load_config(root))
+    assert "lookupspec/observe.py" not in files and "lookupspec/accept.py" in files
+
+
 def test_propose_on_the_lookup_example_writes_a_catalog_that_loads_and_covers_its_own(tmp_path) -> None:
     root = _lookup_copy(tmp_path)
     before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}

@@ -235,6 +235,8 @@ def test_no_arguments_runs_the_embedded_default_of_the_cwd(toy_copy, cli, monkey
     monkeypatch.chdir(toy_copy())
     result = cli()
     assert result.exit_code == 1, result.output  # the toy catalog has survivors, stale and hung mutants
+    # Its stale anchors are said before the baseline runs, each with the nearest lines of its file.
+    assert "stale anchors (2), found when the catalog loaded" in result.output
     for name in ("add-off-by-one", "sub-hangs", "stale-twice"):
         assert name in result.output
 

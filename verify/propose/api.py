@@ -11,6 +11,7 @@ from verify.propose.check import import_failures
 from verify.propose.edit import BugClass
 from verify.propose.scanner import Proposal, Refused, scan_text
 from verify.propose.writer import catalog_text, names, write_catalog
+from verify.run.config.layout import module_name
 from verify.run.config.settings import ProjectConfig
 
 __all__ = ["DEFAULT_OUTPUT", "ProposalRun", "propose", "source_files"]
@@ -32,7 +33,9 @@ class ProposalRun:
 
 
 def source_files(config: ProjectConfig) -> list[str]:
-    """The Python files under the source roots (posix, relative to the root), tests and hidden folders left out."""
+    """The Python files under the source roots (posix, relative to the root), tests and hidden folders left out, and
+    the observer's module (`[tool.dflash] observe`): it drives the engine for `verify explain`, it is not the engine."""
+    observer = config.observe.partition(":")[0]
     found: set[str] = set()
     for rel in config.source_roots:
         path = config.root / rel
@@ -43,7 +46,9 @@ def source_files(config: ProjectConfig) -> list[str]:
                 continue
             if file.name.startswith("test_") or file.name == "conftest.py":
                 continue
-            found.add(file.relative_to(config.root).as_posix())
+            rel = file.relative_to(config.root).as_posix()
+            if not observer or module_name(rel, config.root, config.import_paths) != observer:
+                found.add(rel)
     return sorted(found)
 
 
