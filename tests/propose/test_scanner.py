@@ -26,6 +26,7 @@ def _changed(text: str, bug_class: BugClass) -> list[str]:
         (C.RATIO, "ratio = torch.exp(log_p - log_q)\n", "ratio = torch.exp(log_q - log_p)"),
         (C.RATIO, "r = torch.log(p) - torch.log(q)\n", "r = torch.log(q) - torch.log(p)"),
         (C.RATIO, "keep = u * q_x < p_x\n", "keep = u * p_x < q_x"),
+        (C.RATIO, "n = (u * qx < px).long().cumprod(0).sum()\n", "n = (u * px < qx).long().cumprod(0).sum()"),
         (C.RESIDUAL, "residual = target_probs - draft_probs\n", "residual = target_probs"),
         (C.RESIDUAL, "res = torch.clamp(p - q, min=0)\n", "res = torch.clamp(p, min=0)"),
         (C.RESIDUAL, "res = torch.clamp(p - q, min=0)\n", "res = (p - q)"),
