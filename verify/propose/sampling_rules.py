@@ -18,7 +18,10 @@ from verify.propose.source import Source
 __all__ = ["acceptance", "bonus", "ratio", "residual", "residual_clamp", "residual_draft"]
 
 Owners = dict[ast.AST, ast.stmt]
-_PROB = re.compile(r"(?<![A-Za-z0-9_])([pq][a-z]?|p_\w+|q_\w+|\w*probs?\w*|\w*(target|draft)\w*|log_?[pq]\w*)(?![A-Za-z0-9_])")
+# A name of a probability: p, q, px, q_i, probs, target_probs, draft_p, log_q.
+_PROB = re.compile(
+    r"(?<![A-Za-z0-9_])([pq][a-z]?|p_\w+|q_\w+|\w*probs?\w*|\w*(target|draft)\w*|log_?[pq]\w*)(?![A-Za-z0-9_])"
+)
 _OPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 _NORMALISER = re.compile(r"sum\(|norm|total|temperature|clamp|softmax|max\(")
 
