@@ -7,8 +7,9 @@ so catalog modules (`from verify.mutation import Mutation, register`) pull in no
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -21,6 +22,7 @@ __all__ = [
     "mutation",
     "register",
     "reset_registry",
+    "unknown_names",
 ]
 
 EXPECTATIONS = ("killed", "survives")
@@ -113,7 +115,18 @@ def get(name: str) -> Mutation:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise MutationError(f"unknown mutation {name!r}") from None
+        raise MutationError(unknown_names([name], _REGISTRY)) from None
+
+
+def unknown_names(names: Iterable[str], known: Iterable[str]) -> str:
+    """The words for mutation names a catalog lacks: each with its closest registered names (a typo is the usual
+    cause), then where the whole list is."""
+    known = sorted(known)
+    parts = []
+    for name in names:
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        parts.append(f"{name} (did you mean {' or '.join(close)}?)" if close else name)
+    return f"unknown mutation: {', '.join(parts)}; `dflash mutations list` names them all"
 
 
 def reset_registry() -> None:

@@ -76,7 +76,7 @@ def test_a_mutant_may_be_named_like_the_pristine_run(toy: Path) -> None:
 
 def test_bad_input_is_refused_by_name(toy: Path) -> None:
     done = runner.invoke(app, ["verify", "explain", "no-such-bug", "--project", str(toy)])
-    assert done.exit_code == 2 and "unknown mutation(s): no-such-bug" in done.output
+    assert done.exit_code == 2 and "unknown mutation: no-such-bug" in done.output
     pyproject = toy / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace('observe = "toy.observe:make_observer"\n', ""))
     with pytest.raises(NoObserverError, match="names no observer"):

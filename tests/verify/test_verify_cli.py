@@ -30,13 +30,21 @@ def test_exit_1_when_the_score_is_under_fail_under(toy_run, cli) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--mutation", "no-such-mutation"), "unknown mutation: no-such-mutation"),
+        (("--mutation", "no-such-mutation"), "unknown mutation: no-such-mutation;"),
+        (("--mutation", "add-off-by-on"), "unknown mutation: add-off-by-on (did you mean add-off-by-one?)"),
         (("--shard", "3/2"), "need 1 <= K <= N"),
         (("--shard", "two"), "must look like K/N"),
         (("--fail-under", "2"), ""),
         (("--no-such-option",), ""),
     ],
-    ids=["unknown-mutation", "shard-out-of-range", "shard-malformed", "fail-under-range", "bad-option"],
+    ids=[
+        "unknown-mutation",
+        "close-to-a-mutation",
+        "shard-out-of-range",
+        "shard-malformed",
+        "fail-under-range",
+        "bad-option",
+    ],
 )
 def test_exit_2_on_usage_errors(toy_run, cli, args, message) -> None:
     result = cli("--project", str(toy_run.root), *args)
@@ -48,14 +56,16 @@ def test_exit_2_on_usage_errors(toy_run, cli, args, message) -> None:
     ("key", "value", "message"),
     [
         ("jobs", "-1", "jobs must be an integer >= 0"),
-        ("gates", '"tests/gates"', "gates must be a list"),
-        ("colour", "1", "unknown keys: colour"),
+        ("gates", '"tests/gates"', 'gates = "tests/gates": expected a list of paths, e.g. ["tests"]'),
+        ("mutation_modules", '"toy_mutations"', 'expected a list of module names, e.g. ["my_mutations"]'),
+        ("colour", "1", "unknown keys: colour; the valid keys: baseline_timeout_s,"),
+        ("gatez", '["tests"]', "unknown keys: gatez (did you mean gates?); the valid keys: "),
         ("mutation_modules", '["no_such_catalog"]', "cannot import mutation module"),
         ("source_roots", '["missing"]', "'missing' does not exist"),
         ("timeout_factor", "0", "timeout_factor must be a positive number"),
         ("flake_reruns", "-1", "flake_reruns must be an integer >= 0"),
         ("conclusive_p_value", "0.01", "conclusive_p_value must be a number from 0 to 1e-4"),
-        ("required", '["no-such-mutation"]', "required names unknown mutations: no-such-mutation"),
+        ("required", '["no-such-mutation"]', "required names unknown mutation: no-such-mutation"),
     ],
     ids=lambda value: str(value).split()[0],
 )
@@ -66,7 +76,7 @@ def test_exit_2_on_bad_config(toy_copy, cli, key, value, message) -> None:
     pyproject.write_text("\n".join(lines) + f"\n{key} = {value}\n")
     result = cli("--project", str(root))
     assert result.exit_code == 2, result.output
-    assert message in result.output.replace("\n", " ")
+    assert message in " ".join(result.output.split())
 
 
 def test_exit_3_on_a_red_baseline_naming_the_gate(toy_copy, cli) -> None:
@@ -228,6 +238,8 @@ def test_mutations_list_and_show(toy_run) -> None:
     assert "anchor matches 2 times" in stale.output
     unknown = runner.invoke(mutations_app, ["show", "nope", "--project", str(toy_run.root)])
     assert unknown.exit_code == 2
+    close = runner.invoke(mutations_app, ["show", "add-of-by-one", "--project", str(toy_run.root)])
+    assert close.exit_code == 2 and "did you mean add-off-by-one?" in close.output
 
 
 def test_no_arguments_runs_the_embedded_default_of_the_cwd(toy_copy, cli, monkeypatch) -> None:

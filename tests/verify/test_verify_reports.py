@@ -99,6 +99,10 @@ def test_show_renders_the_last_report_without_running(toy_run, cli, tmp_path: Pa
 
     from_file = cli("show", "--json", str(toy_run.reports / "report.json"), "--no-survivors")
     assert from_file.exit_code == 1 and "add-off-by-one" in from_file.output
+    positional = cli("show", str(toy_run.reports / "report.json"), "--no-survivors")  # the report as an argument
+    assert positional.exit_code == 1 and positional.output == from_file.output
+    both = cli("show", str(toy_run.reports / "report.json"), "--json", str(saved))
+    assert both.exit_code == 2 and "two reports named" in both.output
     vacuous = cli("show", "--project", str(root), "--vacuous")
     assert "test_describe_runs" in vacuous.output
 

@@ -107,7 +107,7 @@ def explain_mutation(
       dflash verify explain store-window
       dflash verify explain rejection-ignores-draft-prob greedy-accepts-one-extra --jobs 2
     """
-    from verify.mutation import MutationError
+    from verify.mutation import MutationError, unknown_names
     from verify.observe.api import mutant_texts
     from verify.run.config.catalog import load_mutations
     from verify.run.config.settings import ConfigError, load_config
@@ -119,7 +119,7 @@ def explain_mutation(
         raise _fail(str(error), EXIT_USAGE) from None
     unknown = [name for name in names if name not in catalog]
     if unknown:
-        raise _fail(f"unknown mutation(s): {', '.join(unknown)} (see `dflash mutations list`)", EXIT_USAGE)
+        raise _fail(unknown_names(unknown, catalog), EXIT_USAGE)
     texts, stale = mutant_texts({name: catalog[name] for name in names}, config.root)
     if stale:
         raise _fail("; ".join(f"{name}: {why}" for name, why in stale.items()), EXIT_USAGE)

@@ -79,6 +79,7 @@ def show_mutation(
       dflash mutations show walk-replaced-by-argmax | git apply --check
       dflash mutations show walk-replaced-by-argmax | patch -p1 --dry-run
     """
+    from verify.mutation import unknown_names
     from verify.report.catalog_view import render_mutation
     from verify.report.terminal import render_error
     from verify.run.apply import Stale, apply_mutation
@@ -90,7 +91,7 @@ def show_mutation(
         config = load_config(project)
         mutations = load_mutations(config)
         if name not in mutations:
-            raise ConfigError(f"unknown mutation {name!r}; `dflash mutations list` names them all")
+            raise ConfigError(unknown_names([name], mutations))
     except ConfigError as error:
         render_error(str(error))
         raise typer.Exit(EXIT_USAGE) from None

@@ -28,8 +28,14 @@ __all__ = ["show"]
 
 
 def show(
+    report_path: Annotated[
+        Path | None,
+        typer.Argument(
+            metavar="[REPORT]", help="A report written by --json (default: the last run's).", show_default=False
+        ),
+    ] = None,
     json: Annotated[
-        Path | None, typer.Option("--json", help="A report written by --json (default: the last run's).")
+        Path | None, typer.Option("--json", help="The same report, as an option (REPORT or --json, not both).")
     ] = None,
     mutation: Annotated[
         str | None, typer.Option("--mutation", "-m", metavar="NAME", help="Show one mutation: its gates and messages.")
@@ -58,7 +64,7 @@ def show(
       dflash verify show --by gate
       dflash verify show --vacuous
       dflash verify show -m walk-replaced-by-argmax
-      dflash verify show --json shard-1.json
+      dflash verify show shard-1.json
       dflash verify show --html report.html --annotations github
     """
     from verify.report.files import MergeError, read_report
@@ -71,6 +77,10 @@ def show(
         render_survivors,
     )
 
+    if report_path is not None and json is not None and report_path != json:
+        render_error(f"two reports named: {report_path} and --json {json}; name one")
+        raise typer.Exit(EXIT_USAGE)
+    json = report_path or json
     path = json or Path(project) / LAST_REPORT
     if json is None and not path.is_file():
         render_error(f"no report at {path}: run `dflash verify` first, or pass --json FILE")

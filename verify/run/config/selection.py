@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from verify.mutation import Mutation
+from verify.mutation import Mutation, unknown_names
 from verify.run.config.settings import ProjectConfig
 
 __all__ = ["RunOptions", "SelectionError", "Shard", "select"]
@@ -64,10 +64,10 @@ def select(mutations: Mapping[str, Mutation], options: RunOptions, config: Proje
         )
     unknown = sorted(set(options.names) - set(mutations))
     if unknown:
-        raise SelectionError(f"unknown mutation: {', '.join(unknown)}")
+        raise SelectionError(unknown_names(unknown, mutations))
     unknown_required = sorted(set(config.required or ()) - set(mutations))
     if unknown_required:
-        raise SelectionError(f"[tool.dflash] required names unknown mutations: {', '.join(unknown_required)}")
+        raise SelectionError(f"[tool.dflash] required names {unknown_names(unknown_required, mutations)}")
     names = sorted(options.names or mutations)
     if options.shard is not None:
         names = [n for i, n in enumerate(names) if i % options.shard.count == options.shard.index - 1]

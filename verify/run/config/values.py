@@ -5,13 +5,14 @@ what it takes (CLI exit code 2). Values only: whether paths exist and observers 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from verify.run.config.resources import ConfigError, JobResources
 from verify.run.config.writable import check_writable
 
-__all__ = ["COUNTS", "DEVICES", "EXECUTORS", "STRING_LISTS", "check_values"]
+__all__ = ["COUNTS", "DEVICES", "EXECUTORS", "LIST_FORMS", "STRING_LISTS", "check_values", "not_a_list"]
 
 EXECUTORS = ("fork", "ray")
 DEVICES = ("cpu", "cuda")
@@ -20,6 +21,26 @@ STRING_LISTS = tuple(
     "mutation_modules gates source_roots preload invariant_errors exclude pytest_args statistical_gates".split()
 )
 
+# What each list key holds and an example of it, named in the error for a value of another form.
+LIST_FORMS = {
+    "mutation_modules": ("module names", '["my_mutations"]'),
+    "gates": ("paths", '["tests"]'),
+    "source_roots": ("paths", '["src"]'),
+    "preload": ("module names", '["torch"]'),
+    "invariant_errors": ("exception class names", '["mypkg.errors.InvariantError"]'),
+    "exclude": ("paths or globs", '["tests/test_gpu_*.py"]'),
+    "pytest_args": ("arguments", '["-p", "no:randomly"]'),
+    "statistical_gates": ("node ids or their prefixes", '["tests/gates/test_law.py"]'),
+    "required": ("mutation names", '["my-bug"]'),
+    "writable": ("paths", '[".cache"]'),
+}
+
+
+def not_a_list(key: str, value: object) -> str:
+    """The error for a list key given something else: the value as written, the form it takes and an example."""
+    kind, example = LIST_FORMS.get(key, ("strings", '["..."]'))
+    return f"[tool.dflash] {key} = {json.dumps(value, default=str)}: expected a list of {kind}, e.g. {example}"
+
 
 def check_values(config: Any) -> None:
     """Every key of a `ProjectConfig` has a value of its kind and range; raises ConfigError naming the first that
@@ -27,9 +48,10 @@ def check_values(config: Any) -> None:
     for name in STRING_LISTS:
         value = getattr(config, name)
         if not isinstance(value, tuple) or not all(isinstance(item, str) and item for item in value):
-            raise ConfigError(f"[tool.dflash] {name} must be a list of non-empty strings")
+            shown = list(value) if isinstance(value, tuple) else value
+            raise ConfigError(f"{not_a_list(name, shown)} (a list of non-empty strings)")
     if config.required is not None and not all(isinstance(item, str) for item in config.required):
-        raise ConfigError("[tool.dflash] required must be a list of mutation names")
+        raise ConfigError(not_a_list("required", list(config.required)))
     if not config.gates or not config.source_roots or not config.mutation_modules:
         raise ConfigError("[tool.dflash] mutation_modules, gates and source_roots must not be empty")
     for rel in (*config.gates, *config.source_roots, *config.exclude):
