@@ -11,6 +11,7 @@ import dataclasses
 import io
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -33,6 +34,12 @@ NAMES = tuple(f"context-{'x' * (i % 9)}-shifted-by-one-{i}" for i in range(38)) 
     "a-much-longer-mutation-name-than-any-in-the-shipped-catalog",
 )
 RED = [o for o in Outcome if o is not Outcome.PASSED]
+
+
+@pytest.fixture(autouse=True)
+def _no_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Piped output fits COLUMNS when it is set: the tests set it themselves, never inherit the shell's."""
+    monkeypatch.delenv("COLUMNS", raising=False)
 
 
 def _report() -> RunReport:
@@ -98,10 +105,9 @@ def test_every_row_and_group_is_shown_within_the_width(width: int, by: str) -> N
     text = _render(width, by)
     lines = text.splitlines()
     matrix = build_matrix(_report(), by)
-    for name in NAMES:
-        assert any(line.startswith(name + " ") for line in lines), f"row {name} missing at {width}"
-    table_lines = [line for line in lines if line.split(" ")[0] in NAMES or line.startswith("mutation ")]
-    assert max(len(line) for line in table_lines) <= width
+    for name in NAMES:  # a name too long for its column stands whole on a line of its own
+        assert any(line == name or line.startswith(name + " ") for line in lines), f"row {name} missing at {width}"
+    assert max(len(line) for line in lines) <= width
     headers = " ".join(line for line in lines if line.startswith("mutation "))
     legend = " ".join(lines)
     for number, group in enumerate(matrix.groups, 1):
@@ -113,16 +119,62 @@ def test_every_row_and_group_is_shown_within_the_width(width: int, by: str) -> N
     assert "A assertion" in text and "T timeout" in text  # the legend
 
 
+def _row_symbols(text: str, name: str) -> str:
+    """A row's symbols as drawn: after its status on its line, or on the lines under a name that stands alone
+    (a grid's long name, a row's wrapped cells: they start with spaces), `3:A` read as `A`."""
+    lines = text.splitlines()
+    k = next(i for i, line in enumerate(lines) if line == name or line.startswith(name + " "))
+    body = [lines[k][len(name) :]]
+    while k + 1 < len(lines) and lines[k + 1].startswith(" ") and lines[k + 1].strip():
+        k += 1
+        body.append(lines[k])
+    return "".join(token.rpartition(":")[2] for token in " ".join(body).split()[1:])
+
+
+@pytest.mark.parametrize("by", ["file", "gate"])
 @pytest.mark.parametrize("width", [80, 120, 200])
-def test_each_row_shows_its_strongest_outcome_per_file(width: int) -> None:
+def test_each_row_shows_its_strongest_outcome_per_group(width: int, by: str) -> None:
     report = _report()
-    matrix = build_matrix(report, "file")
-    text = _render(width)
+    matrix = build_matrix(report, by)
+    text = _render(width, by)
     for row in matrix.rows:
-        symbols = "".join(
-            "".join(line[len(row.name) :].split()[1:]) for line in text.splitlines() if line.startswith(row.name + " ")
-        )
-        assert symbols == "".join(c for c in row.cells if c), row.name
+        assert _row_symbols(text, row.name) == "".join(c for c in row.cells if c), row.name
+
+
+@pytest.mark.parametrize("by", ["file", "gate"])
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_a_narrow_terminal_gets_one_block(width: int, by: str) -> None:
+    text = _render(width, by)
+    assert sum(line.startswith("mutation ") for line in text.splitlines()) == 1, text
+    assert max(len(line) for line in text.splitlines() if not line.startswith(("gate", "A assertion"))) <= width
+
+
+def test_the_real_catalog_at_80_columns_is_one_numbered_block_with_every_name_on_its_row() -> None:
+    """The committed run (55 mutations, 15 gate files) at 80 columns: it split into 14 columns and a second
+    block of 55 rows for the fifteenth; numbered columns with their digits stacked fit it in one."""
+    from verify.report.files import read_report
+
+    report, _, _ = read_report(Path(__file__).resolve().parents[2] / "docs" / "runs" / "verify-first-kill.json")
+    text = _render(80, report=report)
+    lines = text.splitlines()
+    assert [line.split()[0] for line in lines if line.startswith("mutation ")] == ["mutation"]
+    header = lines.index(next(line for line in lines if line.startswith("mutation ")))
+    assert lines[header - 1].split() == ["1"] * 6  # the tens of 10 to 15, above their units
+    assert lines[header].split()[2:] == [str(n % 10) for n in range(1, 16)]
+    for row in build_matrix(report).rows:
+        [line] = [line for line in lines if line.startswith(row.name + " ")]  # the name and its cells on one line
+        assert _row_symbols(text, row.name) == "".join(c for c in row.cells if c)
+    assert "gate files: 1=acceptance(8)" in " ".join(text.split())
+
+
+def test_piped_with_columns_the_matrix_fits_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    text = _render(80, terminal=False)
+    rows = [line for line in text.splitlines() if line.split(" ")[0] in NAMES or line.startswith("mutation ")]
+    assert max(len(line) for line in rows) <= 80
+    monkeypatch.delenv("COLUMNS")
+    wide = _render(80, terminal=False)
+    assert max(len(line) for line in wide.splitlines()) > 80  # without COLUMNS: the content's width
 
 
 def test_every_outcome_has_its_own_symbol() -> None:
@@ -287,3 +339,38 @@ def test_each_matrix_symbol_sits_under_its_gate_files_label(terminal: bool) -> N
     assert symbols["heads-read-stale-hidden"] == [label_end["decode"]]  # declared: as wide as any other
     assert symbols["bonus-off-by-one"] == [label_end["decode"]]
     assert symbols["position-offset"] == [label_end["decode"], label_end["model"]]
+
+
+# A survivor whose change sits past the 80th column, on a line of long identifiers.
+LONG_DIFF = (
+    "--- a/runner/draft.py\n+++ b/runner/draft.py\n@@ -1,1 +1,1 @@\n"
+    "-        logits = torch.tanh(logits / cfg.final_logit_softcapping) * cfg.final_logit_softcapping_scale_factor\n"
+    "+        logits = torch.tanh(logits / cfg.final_logit_softcapping) * cfg.final_logit_softcapping_scale_factor_v2\n"
+)
+
+
+def _survivor_text(width: int, terminal: bool) -> str:
+    from verify.report.files import Detail
+
+    gate = "tests/gates/test_gate_numerics.py::test_block_logits_match_the_dense_reference_implementation_exactly"
+    survivor = MutationResult("draft-logits-skip-softcap", Status.SURVIVED, ran=(gate,))
+    report = RunReport(Baseline("green", (GateOutcome(gate, Outcome.PASSED, 0.1),)), (survivor,), ())
+    detail = Detail("The draft's soft-cap is dropped.", "runner/draft.py", LONG_DIFF, explanation="first: " + gate)
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None, force_terminal=terminal)
+    render_survivors(report, {survivor.name: detail}, console)
+    return console.export_text()
+
+
+def test_a_survivors_diff_and_identifiers_wrap_between_tokens_never_cut() -> None:
+    text = _survivor_text(80, terminal=True)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    shown = text.split()
+    for token in LONG_DIFF.split():
+        assert token in shown, token
+    assert "cfg.final_logit_softcapping_scale_factor_v2" in shown  # the changed part, whole
+
+
+def test_piped_a_survivors_diff_is_the_patch_line_for_line() -> None:
+    text = _survivor_text(80, terminal=False)
+    for line in LONG_DIFF.splitlines():
+        assert line in text.splitlines(), line

@@ -48,10 +48,24 @@ def test_list_shows_every_name_whole_at_80_columns() -> None:
 
 
 def test_list_piped_keeps_every_column_one_line_per_mutation() -> None:
-    listed = CliRunner().invoke(app, ["mutations", "list", "--project", str(ROOT)], env={"COLUMNS": "80"})
+    listed = CliRunner().invoke(app, ["mutations", "list", "--project", str(ROOT)], env={"COLUMNS": None})
     assert listed.exit_code == 0, listed.output
-    assert "pinned killers" in listed.output
+    lines = listed.output.splitlines()
+    assert lines[0] == f"{len(CATALOG)} registered mutations"  # at the left, not centred over a wide table
+    assert lines[1].split() == ["name", "file", "pinned", "killers", "bug", "class"]
     mutations = load_mutations(load_config(ROOT))
     for name, mutation in mutations.items():
-        [row] = [line for line in listed.output.splitlines() if line.startswith(f"│ {name} ")]
-        assert mutation.file in row and mutation.bug_class in row, name
+        [row] = [line for line in lines if line.startswith(f"{name} ")]
+        assert mutation.file in row and row.endswith(mutation.bug_class), name
+    # the short columns are aligned and only the bug class, last, makes a line long
+    assert max(len(line) for line in lines) == max(len(line.rstrip()) for line in lines)
+
+
+def test_list_piped_with_columns_fits_them() -> None:
+    listed = CliRunner().invoke(app, ["mutations", "list", "--project", str(ROOT)], env={"COLUMNS": "80"})
+    assert listed.exit_code == 0, listed.output
+    lines = listed.output.splitlines()
+    assert max(len(line) for line in lines) <= 80 and lines[0].startswith(f"{len(CATALOG)} registered")
+    text = " ".join(listed.output.split())
+    for name in CATALOG:
+        assert name in text, name

@@ -2,7 +2,8 @@
 mutations show NAME` (one mutation and its diff, highlighted) and `dflash mutations propose` (the proposals).
 
 A rendering module, like `terminal.py`: it draws the records it is handed. The table fits a terminal's width
-without cutting anything; piped (a file, a CI log), it is one line per mutation, as wide as its content.
+(piped, COLUMNS's if set) without cutting anything; piped without COLUMNS (a file, a CI log), it is one plain
+line per mutation, as wide as its content.
 """
 
 from __future__ import annotations
@@ -12,12 +13,11 @@ from collections.abc import Mapping, Sequence
 from rich.console import Console
 from rich.markup import escape
 from rich.measure import Measurement
-from rich.syntax import Syntax
 from rich.table import Table as RichTable
 
 from verify.mutation import Mutation
 from verify.report.files import Detail
-from verify.report.terminal import widened
+from verify.report.terminal import fit_width, print_diff, widened
 
 __all__ = ["render_mutation", "render_mutations", "render_proposals"]
 
@@ -44,8 +44,8 @@ def _pins(mutation: Mutation) -> list[str]:
 
 
 def _catalog(mutations: Mapping[str, Mutation], columns: tuple[str, ...], width: int | None) -> RichTable:
-    """The catalog table with `columns`; `width` None: every column at its content's width, unwrapped."""
-    table = RichTable(title=f"{len(mutations)} registered mutations", show_lines=False)
+    """The catalog table with `columns` at `width` columns; None: every column at its content's width, unwrapped."""
+    table = RichTable(title=f"{len(mutations)} registered mutations", title_justify="left", show_lines=False)
     name_w = max((len(n) for n in mutations), default=4)
     fixed = {"name": min(name_w, width // 2) if width else None}
     if width:
@@ -69,18 +69,23 @@ def _catalog(mutations: Mapping[str, Mutation], columns: tuple[str, ...], width:
 
 
 def render_mutations(mutations: Mapping[str, Mutation], console: Console | None = None) -> None:
-    """The catalog as a table. On a terminal it fits the width: names whole (folded only past half the
-    width), the bug class wrapped, and where four columns do not fit the pins go under the bug class, then
-    the file under the name, so nothing is cut. Piped (a file, a CI log), one line per mutation as wide as
-    its content, every column kept."""
+    """The catalog. Within a width to fit (a terminal's, or COLUMNS's when piped) a table: names whole
+    (folded only past half the width), the bug class wrapped, and where four columns do not fit the pins go
+    under the bug class, then the file under the name, so nothing is cut. Piped without COLUMNS (a file, a CI
+    log), one line per mutation for grep: name, file and pins aligned, the bug class last and whole."""
     console = console or Console()
-    if console.is_terminal:
-        columns = _catalog_layout(mutations, console.width)
-        console.print(_catalog(mutations, columns, console.width))
+    width = fit_width(console)
+    if width is not None:
+        console.print(_catalog(mutations, _catalog_layout(mutations, width), width))
         return
-    table = _catalog(mutations, ("name", "file", "bug class", "pinned killers"), None)
-    with widened(console, Measurement.get(console, console.options.update_width(_UNBOUNDED), table).maximum):
-        console.print(table, crop=False)
+    rows = [("name", "file", "pinned killers", "bug class")]
+    rows += [(name, m.file, ", ".join(_pins(m)) or "-", m.bug_class) for name, m in mutations.items()]
+    widths = [max(len(row[k]) for row in rows) for k in range(3)]
+    lines = ["  ".join([*(row[k].ljust(widths[k]) for k in range(3)), row[3]]) for row in rows]
+    with widened(console, max(len(line) for line in lines)):
+        console.print(f"{len(mutations)} registered mutations", markup=False, highlight=False)
+        for number, line in enumerate(lines):
+            console.print(line, style="bold" if number == 0 else None, markup=False, highlight=False, crop=False)
 
 
 def render_mutation(mutation: Mutation, detail: Detail, stale_reason: str, console: Console | None = None) -> None:
@@ -92,21 +97,22 @@ def render_mutation(mutation: Mutation, detail: Detail, stale_reason: str, conso
     if stale_reason:
         console.print(f"[magenta]stale:[/] {escape(stale_reason)}")
     else:
-        console.print(Syntax(detail.diff, "diff", theme="ansi_dark", background_color="default", word_wrap=True))
+        print_diff(console, detail.diff)
 
 
 def render_proposals(
     rows: Sequence[tuple[str, str, str, str]], summary: Sequence[str], console: Console | None = None
 ) -> None:
     """The proposals as a table (name, class, file:line, the changed line as the mutant reads it), then the
-    summary lines. Piped, as wide as its content, so every changed line is whole."""
+    summary lines. Piped without COLUMNS, as wide as its content, so every changed line is whole."""
     console = console or Console()
-    table = RichTable(title=f"{len(rows)} proposed mutations", show_lines=False)
+    fitted = fit_width(console) is not None
+    table = RichTable(title=f"{len(rows)} proposed mutations", title_justify="left", show_lines=False)
     for column in ("name", "class", "file:line", "changed line"):
-        table.add_column(column, overflow="fold", no_wrap=not console.is_terminal)
+        table.add_column(column, overflow="fold", no_wrap=not fitted)
     for row in rows:
         table.add_row(*(escape(cell) for cell in row))
-    if rows and console.is_terminal:
+    if rows and fitted:
         console.print(table)
     elif rows:
         with widened(console, Measurement.get(console, console.options.update_width(_UNBOUNDED), table).maximum):

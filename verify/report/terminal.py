@@ -2,14 +2,16 @@
 
 The only rich module of the run besides the progress bars (`progress.py`). It renders records it is handed
 and computes nothing about verdicts: counts, score and the verdict line come from `summary.py`, so the
-terminal says what the JSON, HTML and JUnit files say. Output fits a terminal's width: the matrix groups
-gates by file (or shows every gate with `by="gate"`) and splits its columns into blocks when they do not fit,
-so every row and every group is on screen at 80 columns as at 200. Piped (a file, a CI log), the matrix is as
-wide as its content, every column kept. The catalog's own views are `catalog_view.py`'s.
+terminal says what the JSON, HTML and JUnit files say. Output fits a terminal's width (piped, COLUMNS's if
+set): the matrix groups gates by file (or shows every gate with `by="gate"`) in one block at 80 columns as at
+200, numbered where names do not fit; diffs and identifiers wrap between tokens, never cut. Piped without
+COLUMNS (a file, a CI log), lines keep their content's width, every column kept. The catalog's own views are
+`catalog_view.py`'s.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
@@ -35,6 +37,9 @@ __all__ = [
     "render_survivors",
     "render_table",
     "render_verdict",
+    "fit_width",
+    "print_diff",
+    "print_wrapped",
     "widened",
 ]
 
@@ -53,17 +58,29 @@ STATUS_STYLE = {
 }
 _STATUS_WIDTH = 9
 _MAX_FAILURES = 5
+_MIN_NAME_W = 20  # narrower, a numbered grid would put most names on lines of their own: rows read better
+_MIN_CELLS_W = 24  # the least room beside a row's name for its cells; less, they go on the lines below it
 
 
 def _console(console: Console | None) -> Console:
     return console or Console()
 
 
+def fit_width(console: Console) -> int | None:
+    """The width output must fit: a terminal's, or COLUMNS's when piped with COLUMNS set; None when piped
+    without it (a file, a CI log), where lines keep their content's width and nothing is ever cut."""
+    if console.is_terminal or os.environ.get("COLUMNS", "").strip().isdigit():
+        return console.width
+    return None
+
+
 def render_matrix(report: RunReport, by: str = "file", console: Console | None = None) -> None:
-    """Rows = mutations, columns = gate groups (files) or gates, in blocks that fit a terminal's width; piped
-    (not a terminal), in one block as wide as its content, every column kept. A group that no mutation
-    reached is named below the matrix, not drawn: a column blank in every row says nothing, and a block of
-    them would print every row again with nothing in it."""
+    """Rows = mutations, columns = gate groups (files) or gates, always one block. Named columns where they fit
+    the width (piped without COLUMNS: always); narrower, numbered columns (the numbers stacked, two columns a
+    cell) with a key below, a name too long for its column on a line of its own above its cells; where even
+    that does not fit (a matrix per gate), a row per mutation with its cells as `number:symbol`, wrapped
+    between cells. Nothing is cut. A group that no mutation reached is named below the matrix, not drawn: a
+    column blank in every row says nothing."""
     console = _console(console)
     matrix = build_matrix(report, by)
     if not matrix.rows:
@@ -76,14 +93,18 @@ def render_matrix(report: RunReport, by: str = "file", console: Console | None =
     reached = [i for i in range(len(labels)) if any(row.cells[i] for row in matrix.rows)]
     unreached = [labels[i] for i in range(len(labels)) if i not in reached]
     wanted = sum(len(labels[i]) + 1 for i in reached)
-    room = max(3, console.width - name_w - status_w - 2) if console.is_terminal else max(3, wanted)
-    use_labels = wanted <= room
-    widths = {i: len(labels[i]) + 1 if use_labels else len(str(i + 1)) + 1 for i in reached}
-    with widened(console, None if console.is_terminal else name_w + status_w + 2 + wanted):
-        blocks = _blocks([(i, widths[i]) for i in reached], room)
-        _draw_blocks(console, matrix, (name_w, status_w), labels if use_labels else None, widths, blocks)
+    width = fit_width(console)
+    numbered_name_w = (width or 0) - status_w - 2 - 2 * len(reached)
+    with widened(console, None if width else name_w + status_w + 2 + wanted):
+        if width is None or name_w + status_w + 2 + wanted <= width:
+            _draw_grid(console, matrix, (name_w, status_w), reached, labels)
+        elif numbered_name_w >= min(name_w, _MIN_NAME_W):
+            _draw_grid(console, matrix, (min(name_w, numbered_name_w), status_w), reached, None)
+        else:
+            _draw_rows(console, matrix, (name_w, status_w), reached, width)
     kind = "gates" if by == "gate" else "gate files"
-    if not use_labels and reached:
+    numbered = width is not None and name_w + status_w + 2 + wanted > width
+    if numbered and reached:
         keys = "  ".join(f"{i + 1}={labels[i]}({len(matrix.groups[i].gate_ids)})" for i in reached)
         console.print(Text(f"{kind}: {keys}", style="dim"))
     if unreached:
@@ -104,44 +125,63 @@ def widened(console: Console, width: int | None) -> Iterator[None]:
         console.width = saved
 
 
-def _draw_blocks(
+def _draw_grid(
     console: Console,
     matrix: Matrix,
     column_w: tuple[int, int],  # the name's and the status's widths
-    labels: Sequence[str] | None,  # None: the columns are numbered
-    widths: Mapping[int, int],
-    blocks: Sequence[Sequence[int]],
+    reached: Sequence[int],
+    labels: Sequence[str] | None,  # None: the columns are numbered, the digits stacked
 ) -> None:
     name_w, status_w = column_w
-    for number, block in enumerate(blocks):
-        if number:
-            console.print()
-        # each label is right-aligned in its width, as each row's symbol is: its last character above the symbol
-        header = Text(f"{'mutation':<{name_w}} {'status':<{status_w}}", style="bold")
-        for i in block:
-            header.append(f"{labels[i] if labels else i + 1:>{widths[i]}}", style="bold")
+    widths = {i: len(labels[i]) + 1 if labels else 2 for i in reached}
+    heads = [labels[i] if labels else str(i + 1) for i in reached]
+    depth = 1 if labels else max(len(head) for head in heads)
+    for level in range(depth):  # a number's digits stacked, its last digit above the cells
+        digits = [head.rjust(depth)[level] if not labels else head for head in heads]
+        first = level == depth - 1
+        header = Text(f"{'mutation' if first else '':<{name_w}} {'status' if first else '':<{status_w}}", style="bold")
+        for i, digit in zip(reached, digits, strict=True):
+            # each label is right-aligned in its width, as each row's symbol is: its last character above the symbol
+            header.append(f"{digit:>{widths[i]}}", style="bold")
         console.print(header, no_wrap=True, crop=False)
-        for row in matrix.rows:
-            line = Text(f"{row.name:<{name_w}} ")
-            line.append(f"{row.status:<{status_w}}", style=STATUS_STYLE.get(row.status, ""))
-            for i in block:
-                symbol = row.cells[i]
-                line.append(" " * (widths[i] - 1))
-                line.append(symbol or " ", style=SYMBOL_STYLE.get(symbol, ""))
+    for row in matrix.rows:
+        name = row.name
+        if len(name) > name_w:  # whole, on a line of its own: the cells follow under an empty name
+            console.print(Text(name), no_wrap=True, crop=False)
+            name = ""
+        line = Text(f"{name:<{name_w}} ")
+        line.append(f"{row.status:<{status_w}}", style=STATUS_STYLE.get(row.status, ""))
+        for i in reached:
+            symbol = row.cells[i]
+            line.append(" " * (widths[i] - 1))
+            line.append(symbol or " ", style=SYMBOL_STYLE.get(symbol, ""))
+        line.rstrip()  # blank cells at the end of a row are no trailing spaces
+        console.print(line, no_wrap=True, crop=False)
+
+
+def _draw_rows(console: Console, matrix: Matrix, column_w: tuple[int, int], reached: Sequence[int], width: int) -> None:
+    """A row per mutation, its cells `number:symbol` (blank cells left out), wrapped between cells."""
+    name_w, status_w = column_w
+    indent = name_w + status_w + 2 if width - name_w - status_w - 2 >= _MIN_CELLS_W else 4
+    console.print(Text(f"{'mutation':<{name_w}} {'status':<{status_w}} cells (number:symbol)", style="bold"))
+    for row in matrix.rows:
+        line = Text(f"{row.name:<{name_w}} ")
+        line.append(f"{row.status:<{status_w}}", style=STATUS_STYLE.get(row.status, ""))
+        used = len(line)
+        if used > width or indent == 4:
             console.print(line, no_wrap=True, crop=False)
-
-
-def _blocks(widths: Sequence[tuple[int, int]], room: int) -> list[list[int]]:
-    """(group index, column width) pairs split into blocks of at most `room` columns; never an empty block."""
-    blocks: list[list[int]] = [[]]
-    used = 0
-    for i, width in widths:
-        if blocks[-1] and used + width > room:
-            blocks.append([])
-            used = 0
-        blocks[-1].append(i)
-        used += width
-    return blocks
+            line, used = Text(" " * indent), indent
+        for i in reached:
+            if not (symbol := row.cells[i]):
+                continue
+            cell = f" {i + 1}:{symbol}"
+            if used + len(cell) > width and used > indent:
+                console.print(line, no_wrap=True, crop=False)
+                line, used = Text(" " * indent), indent
+            line.append(f" {i + 1}:")
+            line.append(symbol, style=SYMBOL_STYLE.get(symbol, ""))
+            used += len(cell)
+        console.print(line, no_wrap=True, crop=False)
 
 
 def render_report(
@@ -184,7 +224,7 @@ def render_summary(
         divergence = (details or {}).get(result.name, Detail("", "")).divergence
         if divergence:
             label = status_label(report, result)
-            console.print(f"[yellow]{label}:[/] {escape(result.name)}: {escape(divergence)}", soft_wrap=True)
+            print_wrapped(console, Text.assemble((f"{label}:", "yellow"), f" {result.name}: {divergence}"))
     for reason in verdict.failures[:_MAX_FAILURES]:
         console.print(f"[red]fail:[/] {escape(reason)}")
     if len(verdict.failures) > _MAX_FAILURES:
@@ -207,13 +247,16 @@ def render_survivors(report: RunReport, details: Mapping[str, Detail], console: 
         detail = details.get(result.name)
         label = status_label(report, result)
         style = STATUS_STYLE.get(label, "")
-        console.print(f"\n[{style}]{label}[/] [bold]{escape(result.name)}[/]  {escape(status_reason(report, result))}")
+        reason = status_reason(report, result)
+        console.print(
+            f"\n[{style}]{label}[/] [bold]{escape(result.name)}[/]" + (f"  {escape(reason)}" if reason else "")
+        )
         if detail is not None:
             console.print(f"bug class: {escape(detail.bug_class)}")
             if detail.explanation:
-                console.print(f"explained: {escape(detail.explanation)}", soft_wrap=True)
+                print_wrapped(console, Text(f"explained: {detail.explanation}"))
             if detail.diff:
-                console.print(Syntax(detail.diff, "diff", theme="ansi_dark", background_color="default"))
+                print_diff(console, detail.diff)
 
 
 def render_result_detail(result: MutationResult, detail: Detail | None, console: Console | None = None) -> None:
@@ -225,23 +268,42 @@ def render_result_detail(result: MutationResult, detail: Detail | None, console:
     if detail is not None:
         console.print(f"{escape(detail.file)}: {escape(detail.bug_class)}")
         if detail.explanation:
-            console.print(f"explained: {escape(detail.explanation)}", soft_wrap=True)
+            print_wrapped(console, Text(f"explained: {detail.explanation}"))
     if result.reason:
         console.print(f"reason: {escape(result.reason)}")
     for outcome in result.outcomes:
         symbol = SYMBOL.get(str(outcome.outcome), "?")
-        console.print(
+        print_wrapped(
+            console,
             Text(f"{symbol} ", style=SYMBOL_STYLE.get(symbol, ""))
             + Text(f"{outcome.outcome!s:<9} {outcome.duration_s:6.2f}s  {outcome.gate_id}"),
-            soft_wrap=True,
         )
         why = f"{outcome.exc_type}: {outcome.message}" if outcome.message else outcome.exc_type
         if why:
-            console.print(Text(f"    {why}", style="dim"), soft_wrap=True)
+            print_wrapped(console, Text(f"    {why}", style="dim"))
     if not result.outcomes and result.ran:
         console.print(f"ran {len(result.ran)} gates; no per-gate outcome recorded")
     if detail is not None and detail.diff:
-        console.print(Syntax(detail.diff, "diff", theme="ansi_dark", background_color="default"))
+        print_diff(console, detail.diff)
+
+
+def print_wrapped(console: Console, text: Text) -> None:
+    """A line of prose or identifiers: within the width to fit, wrapped between words (a word longer than the
+    width alone is folded); piped without COLUMNS, whole on one line."""
+    if fit_width(console) is None:
+        console.print(text, soft_wrap=True)
+    else:
+        console.print(text, overflow="fold")
+
+
+def print_diff(console: Console, diff: str) -> None:
+    """A diff, every changed character kept: wrapped between words within the width to fit, or, piped without
+    COLUMNS, each line whole as in the patch."""
+    lines = diff.splitlines() or [""]
+    width = fit_width(console)
+    syntax = Syntax(diff, "diff", theme="ansi_dark", background_color="default", word_wrap=width is not None)
+    with widened(console, None if width else max(len(line) for line in lines)):
+        console.print(syntax, crop=False)
 
 
 def render_table(table: Table, console: Console | None = None) -> None:
