@@ -18,11 +18,11 @@ PIP_INSTALL := $(BIN)/pip install -q -c $(CONSTRAINTS) $(if $(TORCH_INDEX),--ext
 TORCH_HINT  := no torch for constraints.txt here? PyPI does not serve its CPU build: make install TORCH_INDEX=https://download.pytorch.org/whl/cpu (README, Install)
 DOCSTAMP := $(VENV)/.docs-installed
 
-.PHONY: install demo verify test lint docs unit dist bench fixtures audit sweep clean browser vendor-report vendor-docs
+.PHONY: install demo verify test lint docs reference unit dist bench fixtures audit sweep clean browser vendor-report vendor-docs
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PY) -m venv $(VENV)
-	$(PIP_INSTALL) -e '.[dev,ray]' || { echo "$(TORCH_HINT)" >&2; exit 1; }
+	$(PIP_INSTALL) -e '.[dev,ray,sweep]' || { echo "$(TORCH_HINT)" >&2; exit 1; }
 	touch $@ $(DOCSTAMP)
 
 # The docs site alone needs only the package and the `docs` extra (mkdocs, mkdocs-material): `make docs` on a
@@ -52,6 +52,11 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+# The reference pages' generated parts (CLI, configuration keys, catalog, templates), rewritten from the code;
+# tests/docs/test_reference.py fails when the committed ones differ.
+reference: install
+	$(BIN)/python docs/hooks/reference.py
 
 # The docs site, built offline and strictly (a broken link or a missing page fails); tests/docs runs its examples.
 # It works opened from files (site/index.html) as well as served (`python -m http.server -d site`).

@@ -15,9 +15,10 @@ from verify.sweep import requirement
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_pyproject_pins_the_mutmut_the_sweep_reads() -> None:
-    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    assert f"mutmut=={requirement.MUTMUT_VERSION}" in dependencies
+def test_pyproject_pins_the_mutmut_the_sweep_reads_in_its_extra_alone() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert f"mutmut=={requirement.MUTMUT_VERSION}" in project["optional-dependencies"]["sweep"]
+    assert not [d for d in project["dependencies"] if d.startswith(("mutmut", "libcst"))]  # verify installs without
     assert metadata.version("mutmut") == requirement.MUTMUT_VERSION  # what this repository tests with
 
 
@@ -49,6 +50,7 @@ def test_another_mutmut_is_a_named_error_before_anything_runs(
     text = " ".join(result.output.split())
     assert f"needs mutmut {requirement.MUTMUT_VERSION}" in text and says in text
     assert f"pip install 'mutmut=={requirement.MUTMUT_VERSION}'" in text
+    assert "pip install '/path/to/dflash-verify[sweep]'" in text  # the extra that brings it
     assert list(tmp_path.iterdir()) == []  # refused before reading or writing anything
 
 
