@@ -1,10 +1,14 @@
-"""mkdocs hook: the reference pages' generated parts, rendered from the code at build time so they cannot drift.
+"""The reference pages' generated parts, rendered from the code and committed in the markdown, so a reader on the
+repository page or in an editor sees them, and so they cannot drift.
 
-A page asks for a part with a marker line `<!-- generated: NAME -->`: `cli` (every command's `--help`, from the
-typer app), `config-keys` (the `[tool.dflash]` keys from `ProjectConfig`'s field definitions and their
-`metadata["doc"]`), `catalog` (the embedded mutation catalog from its registry) and `templates` (the bug-class
-templates of verify.templates, with the gate kit check that kills each). Knows nothing of the site's
-theme; imports the CLI and the settings, never torch.
+A part sits between the marker lines `<!-- generated: NAME -->` and `<!-- end generated: NAME -->`: `cli` (every
+command's `--help`, from the typer app), `config-keys` (the `[tool.dflash]` keys from `ProjectConfig`'s field
+definitions and their `metadata["doc"]`), `catalog` (the embedded mutation catalog from its registry) and
+`templates` (the bug-class templates of verify.templates, with the gate kit check that kills each).
+`python docs/hooks/reference.py` (`make reference`) rewrites every part of every page from the code;
+`tests/docs/test_reference.py` fails when a committed part differs from what the code generates. As an mkdocs
+hook it fills the parts again at build time. Knows nothing of the site's theme; imports the CLI and the
+settings, never torch.
 """
 
 from __future__ import annotations
@@ -12,12 +16,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.MULTILINE)
+# A part's start marker, then (once written) its text and its end marker; a page with only the start marker
+# (a new part) gets both written.
+MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->\n(?:.*?^<!-- end generated: \1 -->\n)?", re.MULTILINE | re.DOTALL)
+PAGES = ROOT / "docs"
 HELP_WIDTH = 100  # the terminal width the `--help` texts are rendered at
 
 
@@ -117,16 +125,49 @@ GENERATORS = {"cli": cli_reference, "config-keys": config_keys, "catalog": catal
 
 
 def render(markdown: str) -> str:
-    """`markdown` with every generated part filled in; an unknown part is an error, never left blank."""
+    """`markdown` with every generated part written from the code; an unknown part is an error, never left blank."""
 
     def fill(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in GENERATORS:
             raise RuntimeError(f"unknown generated part {name!r} (known: {', '.join(GENERATORS)})")
-        return GENERATORS[name]()
+        text = GENERATORS[name]().rstrip("\n")
+        return f"<!-- generated: {name} -->\n\n{text}\n\n<!-- end generated: {name} -->\n"
 
     return MARKER.sub(fill, markdown)
 
 
+def pages() -> list[Path]:
+    """The docs pages that hold a generated part."""
+    return sorted(p for p in PAGES.rglob("*.md") if MARKER.search(p.read_text("utf-8")))
+
+
+def stale_pages() -> list[Path]:
+    """The pages whose committed parts differ from what the code generates now."""
+    return [page for page in pages() if render(text := page.read_text("utf-8")) != text]
+
+
 def on_page_markdown(markdown: str, **_: Any) -> str:
     return render(markdown)
+
+
+def _shown(page: Path) -> str:
+    return str(page.relative_to(ROOT)) if page.is_relative_to(ROOT) else str(page)
+
+
+def main() -> int:
+    """Rewrite every page's generated parts (`make reference`); with `--check`, only say which are stale (exit 1)."""
+    stale = stale_pages()
+    if "--check" in sys.argv[1:]:
+        for page in stale:
+            print(f"{_shown(page)}: its generated parts are stale; run `make reference`", file=sys.stderr)
+        return 1 if stale else 0
+    for page in stale:
+        page.write_text(render(page.read_text("utf-8")), "utf-8")
+        print(f"rewrote {_shown(page)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    raise SystemExit(main())

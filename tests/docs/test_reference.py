@@ -84,3 +84,38 @@ def test_the_configuration_page_shows_this_repositorys_tables() -> None:
     blocks = [tomllib.loads(b) for b in re.findall(r"```toml\n(.*?)```", page, re.DOTALL)]
     tool = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]
     assert [b["tool"] for b in blocks] == [{"dflash": tool["dflash"]}, {"mutmut": tool["mutmut"]}]
+
+
+def test_the_committed_generated_parts_are_what_the_code_generates() -> None:
+    """The parts are committed in the markdown (read on the repository page, in an editor) and cannot go stale."""
+    stale = [str(page.relative_to(ROOT)) for page in HOOK.stale_pages()]
+    assert stale == [], f"{stale}: run `make reference` (python docs/hooks/reference.py) and commit the pages"
+
+
+def test_the_reference_pages_hold_their_tables_not_placeholders() -> None:
+    pages = {p.relative_to(ROOT).as_posix() for p in HOOK.pages()}
+    assert {"docs/reference/cli.md", "docs/reference/configuration.md", "docs/reference/catalog.md"} <= pages
+    gatekit = (ROOT / "docs" / "reference" / "gatekit.md").read_text("utf-8")
+    assert "| `templates.ratio_inverted(file, anchor)` |" in gatekit
+    configuration = (ROOT / "docs" / "reference" / "configuration.md").read_text("utf-8")
+    assert '| `gates` | `["tests/gates"]` |' in configuration
+    for page in HOOK.pages():
+        text = page.read_text("utf-8")
+        assert text.count("<!-- generated: ") == text.count("<!-- end generated: "), page
+
+
+def test_a_new_marker_is_filled_and_a_stale_part_rewritten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fresh = HOOK.render("intro\n<!-- generated: templates -->\noutro\n")
+    assert fresh.startswith("intro\n<!-- generated: templates -->\n\n| template |")
+    assert fresh.endswith("\n\n<!-- end generated: templates -->\noutro\n") and HOOK.render(fresh) == fresh
+    stale = fresh.replace("ratio_inverted", "ratio_upside_down")
+    assert HOOK.render(stale) == fresh
+    page = tmp_path / "page.md"
+    page.write_text(stale, "utf-8")
+    monkeypatch.setattr(HOOK, "PAGES", tmp_path)
+    monkeypatch.setattr("sys.argv", ["reference.py", "--check"])
+    assert HOOK.main() == 1 and page.read_text("utf-8") == stale  # --check changes nothing
+    monkeypatch.setattr("sys.argv", ["reference.py"])
+    assert HOOK.main() == 0 and page.read_text("utf-8") == fresh
+    monkeypatch.setattr("sys.argv", ["reference.py", "--check"])
+    assert HOOK.main() == 0
