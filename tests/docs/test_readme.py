@@ -41,3 +41,21 @@ def test_its_links_into_the_docs_land_on_pages() -> None:
     assert len(pages) >= 8, pages
     missing = [t for t in pages if not (ROOT / t).is_file()]
     assert not missing, missing
+
+
+def test_the_front_door_links_the_adoption_guide_and_the_gate_kit() -> None:
+    """The two pages every outside team needed: from the README's first screen and the quickstart's next steps."""
+    first_screen = "\n".join(README.splitlines()[:30])
+    assert "](docs/how-to/adopt.md)" in first_screen and "](docs/reference/gatekit.md)" in first_screen
+    quickstart = (ROOT / "docs" / "quickstart.md").read_text("utf-8")
+    next_steps = quickstart[quickstart.index("## Next") :]
+    assert "](how-to/adopt.md)" in next_steps and "](reference/gatekit.md)" in next_steps
+
+
+def test_it_says_for_whom_and_where_it_runs_before_its_commands() -> None:
+    opening = " ".join(README[: README.index("```bash")].split())
+    assert "speculative-decoding engine" in opening and "Linux only" in opening and "Python 3.10" in opening
+    engine = README.split("```bash")[2].split("```")[0]
+    assert [line.split("#")[0].split()[:2] for line in engine.strip().splitlines()] == [
+        ["pip", "install"], ["dflash", "init"], ["dflash", "verify"]
+    ]  # fmt: skip
