@@ -374,3 +374,22 @@ def test_piped_a_survivors_diff_is_the_patch_line_for_line() -> None:
     text = _survivor_text(80, terminal=False)
     for line in LONG_DIFF.splitlines():
         assert line in text.splitlines(), line
+
+
+def test_the_verdict_wraps_between_words_on_a_terminal_and_stays_one_line_piped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from verify.report.terminal import render_verdict
+
+    report = _report()
+    line = verdict_line(judge(report), 12.5, ("reports/a-long-report-name.json",))
+    for terminal, columns in ((True, None), (False, "80")):
+        if columns:
+            monkeypatch.setenv("COLUMNS", columns)
+        console = Console(width=80, record=True, file=io.StringIO(), color_system=None, force_terminal=terminal)
+        render_verdict(judge(report), 12.5, ("reports/a-long-report-name.json",), console)
+        lines = console.export_text().splitlines()
+        if terminal:
+            assert len(lines) > 1 and max(len(x) for x in lines) <= 80 and " ".join(lines).split() == line.split()
+        else:
+            assert lines == [line]  # a CI log reads the verdict by its last line, whole

@@ -52,13 +52,14 @@ def test_list_piped_keeps_every_column_one_line_per_mutation() -> None:
     assert listed.exit_code == 0, listed.output
     lines = listed.output.splitlines()
     assert lines[0] == f"{len(CATALOG)} registered mutations"  # at the left, not centred over a wide table
-    assert lines[1].split() == ["name", "file", "pinned", "killers", "bug", "class"]
+    assert lines[1].split() == ["name", "file", "bug", "class", "(pinned", "killers)"]
     mutations = load_mutations(load_config(ROOT))
     for name, mutation in mutations.items():
         [row] = [line for line in lines if line.startswith(f"{name} ")]
-        assert mutation.file in row and row.endswith(mutation.bug_class), name
-    # the short columns are aligned and only the bug class, last, makes a line long
-    assert max(len(line) for line in lines) == max(len(line.rstrip()) for line in lines)
+        pins = ", ".join(pin.rpartition("/")[2] for pin in mutation.expect_killed_by)
+        assert mutation.file in row and row.endswith(mutation.bug_class + (f" (pinned: {pins})" if pins else ""))
+        assert row.index(mutation.file) == lines[1].index("file")  # aligned under its heading
+    assert all(line == line.rstrip() for line in lines)  # no padding after the last column
 
 
 def test_list_piped_with_columns_fits_them() -> None:

@@ -72,16 +72,18 @@ def render_mutations(mutations: Mapping[str, Mutation], console: Console | None 
     """The catalog. Within a width to fit (a terminal's, or COLUMNS's when piped) a table: names whole
     (folded only past half the width), the bug class wrapped, and where four columns do not fit the pins go
     under the bug class, then the file under the name, so nothing is cut. Piped without COLUMNS (a file, a CI
-    log), one line per mutation for grep: name, file and pins aligned, the bug class last and whole."""
+    log), one line per mutation for grep: name and file aligned, then the bug class and its pinned killers whole."""
     console = console or Console()
     width = fit_width(console)
     if width is not None:
         console.print(_catalog(mutations, _catalog_layout(mutations, width), width))
         return
-    rows = [("name", "file", "pinned killers", "bug class")]
-    rows += [(name, m.file, ", ".join(_pins(m)) or "-", m.bug_class) for name, m in mutations.items()]
-    widths = [max(len(row[k]) for row in rows) for k in range(3)]
-    lines = ["  ".join([*(row[k].ljust(widths[k]) for k in range(3)), row[3]]) for row in rows]
+    rows = [("name", "file", "bug class (pinned killers)")]
+    for name, m in mutations.items():
+        pins = ", ".join(_pins(m))
+        rows.append((name, m.file, m.bug_class + (f" (pinned: {pins})" if pins else "")))
+    widths = [max(len(row[k]) for row in rows) for k in range(2)]
+    lines = ["  ".join([row[0].ljust(widths[0]), row[1].ljust(widths[1]), row[2]]) for row in rows]
     with widened(console, max(len(line) for line in lines)):
         console.print(f"{len(mutations)} registered mutations", markup=False, highlight=False)
         for number, line in enumerate(lines):

@@ -235,7 +235,10 @@ def render_verdict(
     verdict: Verdict, wall_s: float | None = None, reports: Sequence[str] = (), console: Console | None = None
 ) -> None:
     style = "bold green" if verdict.passed else "bold red"
-    _console(console).print(Text(verdict_line(verdict, wall_s, reports), style=style), soft_wrap=True)
+    console = _console(console)
+    # Piped (a CI log), the verdict is always one whole last line, COLUMNS or not: logs are read by its line.
+    # On a terminal it wraps between words rather than at the terminal's edge.
+    console.print(Text(verdict_line(verdict, wall_s, reports), style=style), soft_wrap=not console.is_terminal)
 
 
 def render_survivors(report: RunReport, details: Mapping[str, Detail], console: Console | None = None) -> None:
