@@ -393,3 +393,28 @@ def test_the_verdict_wraps_between_words_on_a_terminal_and_stays_one_line_piped(
             assert len(lines) > 1 and max(len(x) for x in lines) <= 80 and " ".join(lines).split() == line.split()
         else:
             assert lines == [line]  # a CI log reads the verdict by its last line, whole
+
+
+SWEEP_COLUMNS = ("module", "survived", "no tests", "killed", "equivalent", "uncovered", "errors", "not checked")
+
+
+@pytest.mark.parametrize(("width", "terminal"), [(80, True), (60, True), (200, True), (80, False)])
+def test_a_commands_table_never_cuts_a_heading_or_a_value(width: int, terminal: bool) -> None:
+    """The sweep's table by module at 80 columns cut its headings to `sur…`, `tes…`: too wide to fit, it is a
+    line per row, each heading beside its value; piped without COLUMNS, the table at its own width."""
+    from verify.report.files import Table
+    from verify.report.terminal import render_table
+
+    rows = (("toyrunner/accept.py", "1", "2", "10", "1", "0", "0", "0"), ("toyrunner/__init__.py", *"0" * 7))
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None, force_terminal=terminal)
+    render_table(Table("Operator mutants by module", SWEEP_COLUMNS, rows), console)
+    text = console.export_text()
+    assert "…" not in text
+    if terminal:
+        assert max(len(line) for line in text.splitlines()) <= width
+    flat = " ".join(text.split())
+    for row in rows:
+        assert row[0] in flat
+        if terminal and width < 150:  # as lines: each value beside its heading
+            for column, value in zip(SWEEP_COLUMNS[1:], row[1:], strict=True):
+                assert f"{column} {value}" in flat, (column, value)

@@ -17,7 +17,7 @@ from rich.table import Table as RichTable
 
 from verify.mutation import Mutation
 from verify.report.files import Detail
-from verify.report.terminal import fit_width, print_diff, widened
+from verify.report.fit import fit_width, print_diff, widened
 
 __all__ = ["render_mutation", "render_mutations", "render_proposals"]
 

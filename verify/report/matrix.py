@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from verify.report.crashes import crash_kind
-from verify.report.summary import status_label
+from verify.report.summary import DECLARED, status_label
 from verify.report.verdict import GateOutcome, MutationResult, RunReport
 
 __all__ = [
-    "KIND_SYMBOL", "LEGEND", "SYMBOL", "SYMBOL_STYLE", "GateGroup", "Matrix", "MatrixRow", "build_matrix", "cell",
+    "KIND_SYMBOL", "LEGEND", "STATUS_STYLE", "SYMBOL", "SYMBOL_STYLE", "GateGroup", "Matrix", "MatrixRow",
+    "build_matrix", "cell",
 ]  # fmt: skip
 
 # outcome name -> symbol, strongest first ("error"/"skipped" are older reports' names for not-run kinds)
@@ -49,6 +50,21 @@ LEGEND = (
     "A assertion  R refusal  I invariant  E exception  M memory  P processes  D disk  T timeout  - not run  "
     ". passed  (blank: not reached)"
 )
+# A row's status word's style on a terminal (DECLARED is summary's word for a declared survivor).
+STATUS_STYLE = {
+    "killed": "green",
+    "caught": "green",
+    "crashed": "dark_orange",
+    "timeout": "dark_orange",
+    "survived": "bold red",
+    DECLARED: "dim",
+    "error": "bold magenta",
+    "stale": "magenta",
+    "equivalent": "dim",
+    "uncovered": "dim",
+    "skipped": "dim",
+}
+
 # A crash past a ceiling (verify.report.verdict.crash_kind) shows its kind instead of E.
 KIND_SYMBOL = {"memory": "M", "processes": "P", "disk": "D"}
 

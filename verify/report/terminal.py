@@ -1,29 +1,28 @@
-"""The verify run on a terminal: the mutation x gate matrix, the summary and the one-line verdict.
+"""The verify run on a terminal: the matrix (drawn by `matrix_view.py`), survivors with their diffs, a
+command's own tables, the summary and the one-line verdict.
 
-The only rich module of the run besides the progress bars (`progress.py`). It renders records it is handed
-and computes nothing about verdicts: counts, score and the verdict line come from `summary.py`, so the
-terminal says what the JSON, HTML and JUnit files say. Output fits a terminal's width (piped, COLUMNS's if
-set): the matrix groups gates by file (or shows every gate with `by="gate"`) in one block at 80 columns as at
-200, numbered where names do not fit; diffs and identifiers wrap between tokens, never cut. Piped without
-COLUMNS (a file, a CI log), lines keep their content's width, every column kept. The catalog's own views are
-`catalog_view.py`'s.
+A rendering module (rich), beside the progress bars (`progress.py`). It renders records it is handed and
+computes nothing about verdicts: counts, score and the verdict line come from `summary.py`, so the terminal
+says what the JSON, HTML and JUnit files say. Output fits the width `fit.py` names (a terminal's, or COLUMNS's
+when piped): diffs, identifiers and tables wrap between words, never cut; piped without COLUMNS (a file, a CI
+log), lines keep their content's width. The catalog's own views are `catalog_view.py`'s.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 
 from rich.console import Console
 from rich.markup import escape
-from rich.syntax import Syntax
+from rich.measure import Measurement
 from rich.table import Table as RichTable
 from rich.text import Text
 
 from verify.report.files import Detail, Table
-from verify.report.matrix import LEGEND, SYMBOL, SYMBOL_STYLE, Matrix, build_matrix
-from verify.report.summary import DECLARED, Verdict, format_score, status_label, status_reason, verdict_line
+from verify.report.fit import fit_width, print_diff, print_wrapped, widened
+from verify.report.matrix import STATUS_STYLE, SYMBOL, SYMBOL_STYLE, build_matrix
+from verify.report.matrix_view import render_matrix
+from verify.report.summary import Verdict, format_score, status_label, status_reason, verdict_line
 from verify.report.verdict import MutationResult, RunReport
 
 __all__ = [
@@ -43,145 +42,12 @@ __all__ = [
     "widened",
 ]
 
-STATUS_STYLE = {
-    "killed": "green",
-    "caught": "green",
-    "crashed": "dark_orange",
-    "timeout": "dark_orange",
-    "survived": "bold red",
-    DECLARED: "dim",
-    "error": "bold magenta",
-    "stale": "magenta",
-    "equivalent": "dim",
-    "uncovered": "dim",
-    "skipped": "dim",
-}
-_STATUS_WIDTH = 9
 _MAX_FAILURES = 5
-_MIN_NAME_W = 20  # narrower, a numbered grid would put most names on lines of their own: rows read better
-_MIN_CELLS_W = 24  # the least room beside a row's name for its cells; less, they go on the lines below it
+_UNBOUNDED = 100_000  # a width no content reaches: measure a table's natural width
 
 
 def _console(console: Console | None) -> Console:
     return console or Console()
-
-
-def fit_width(console: Console) -> int | None:
-    """The width output must fit: a terminal's, or COLUMNS's when piped with COLUMNS set; None when piped
-    without it (a file, a CI log), where lines keep their content's width and nothing is ever cut."""
-    if console.is_terminal or os.environ.get("COLUMNS", "").strip().isdigit():
-        return console.width
-    return None
-
-
-def render_matrix(report: RunReport, by: str = "file", console: Console | None = None) -> None:
-    """Rows = mutations, columns = gate groups (files) or gates, always one block. Named columns where they fit
-    the width (piped without COLUMNS: always); narrower, numbered columns (the numbers stacked, two columns a
-    cell) with a key below, a name too long for its column on a line of its own above its cells; where even
-    that does not fit (a matrix per gate), a row per mutation with its cells as `number:symbol`, wrapped
-    between cells. Nothing is cut. A group that no mutation reached is named below the matrix, not drawn: a
-    column blank in every row says nothing."""
-    console = _console(console)
-    matrix = build_matrix(report, by)
-    if not matrix.rows:
-        console.print("no mutation ran")
-        return
-    name_w = max(len(row.name) for row in matrix.rows)
-    # the widest status sets the column ("survived (declared)", "equivalent"), so every cell stays under its gate
-    status_w = max(_STATUS_WIDTH, *(len(row.status) for row in matrix.rows))
-    labels = [group.label for group in matrix.groups]
-    reached = [i for i in range(len(labels)) if any(row.cells[i] for row in matrix.rows)]
-    unreached = [labels[i] for i in range(len(labels)) if i not in reached]
-    wanted = sum(len(labels[i]) + 1 for i in reached)
-    width = fit_width(console)
-    numbered_name_w = (width or 0) - status_w - 2 - 2 * len(reached)
-    with widened(console, None if width else name_w + status_w + 2 + wanted):
-        if width is None or name_w + status_w + 2 + wanted <= width:
-            _draw_grid(console, matrix, (name_w, status_w), reached, labels)
-        elif numbered_name_w >= min(name_w, _MIN_NAME_W):
-            _draw_grid(console, matrix, (min(name_w, numbered_name_w), status_w), reached, None)
-        else:
-            _draw_rows(console, matrix, (name_w, status_w), reached, width)
-    kind = "gates" if by == "gate" else "gate files"
-    numbered = width is not None and name_w + status_w + 2 + wanted > width
-    if numbered and reached:
-        keys = "  ".join(f"{i + 1}={labels[i]}({len(matrix.groups[i].gate_ids)})" for i in reached)
-        console.print(Text(f"{kind}: {keys}", style="dim"))
-    if unreached:
-        console.print(Text(f"{kind} no mutation reached (not drawn): {', '.join(unreached)}", style="dim"))
-    console.print(Text(LEGEND, style="dim"))
-
-
-@contextmanager
-def widened(console: Console, width: int | None) -> Iterator[None]:
-    """The console `width` columns wide for the block (None: as it is). print() renders at most the console's
-    width, and a pipe has no screen to fit: this lets piped output keep its content's width."""
-    saved = console.width
-    if width is not None:
-        console.width = max(width, saved)
-    try:
-        yield
-    finally:
-        console.width = saved
-
-
-def _draw_grid(
-    console: Console,
-    matrix: Matrix,
-    column_w: tuple[int, int],  # the name's and the status's widths
-    reached: Sequence[int],
-    labels: Sequence[str] | None,  # None: the columns are numbered, the digits stacked
-) -> None:
-    name_w, status_w = column_w
-    widths = {i: len(labels[i]) + 1 if labels else 2 for i in reached}
-    heads = [labels[i] if labels else str(i + 1) for i in reached]
-    depth = 1 if labels else max(len(head) for head in heads)
-    for level in range(depth):  # a number's digits stacked, its last digit above the cells
-        digits = [head.rjust(depth)[level] if not labels else head for head in heads]
-        first = level == depth - 1
-        header = Text(f"{'mutation' if first else '':<{name_w}} {'status' if first else '':<{status_w}}", style="bold")
-        for i, digit in zip(reached, digits, strict=True):
-            # each label is right-aligned in its width, as each row's symbol is: its last character above the symbol
-            header.append(f"{digit:>{widths[i]}}", style="bold")
-        console.print(header, no_wrap=True, crop=False)
-    for row in matrix.rows:
-        name = row.name
-        if len(name) > name_w:  # whole, on a line of its own: the cells follow under an empty name
-            console.print(Text(name), no_wrap=True, crop=False)
-            name = ""
-        line = Text(f"{name:<{name_w}} ")
-        line.append(f"{row.status:<{status_w}}", style=STATUS_STYLE.get(row.status, ""))
-        for i in reached:
-            symbol = row.cells[i]
-            line.append(" " * (widths[i] - 1))
-            line.append(symbol or " ", style=SYMBOL_STYLE.get(symbol, ""))
-        line.rstrip()  # blank cells at the end of a row are no trailing spaces
-        console.print(line, no_wrap=True, crop=False)
-
-
-def _draw_rows(console: Console, matrix: Matrix, column_w: tuple[int, int], reached: Sequence[int], width: int) -> None:
-    """A row per mutation, its cells `number:symbol` (blank cells left out), wrapped between cells."""
-    name_w, status_w = column_w
-    indent = name_w + status_w + 2 if width - name_w - status_w - 2 >= _MIN_CELLS_W else 4
-    console.print(Text(f"{'mutation':<{name_w}} {'status':<{status_w}} cells (number:symbol)", style="bold"))
-    for row in matrix.rows:
-        line = Text(f"{row.name:<{name_w}} ")
-        line.append(f"{row.status:<{status_w}}", style=STATUS_STYLE.get(row.status, ""))
-        used = len(line)
-        if used > width or indent == 4:
-            console.print(line, no_wrap=True, crop=False)
-            line, used = Text(" " * indent), indent
-        for i in reached:
-            if not (symbol := row.cells[i]):
-                continue
-            cell = f" {i + 1}:{symbol}"
-            if used + len(cell) > width and used > indent:
-                console.print(line, no_wrap=True, crop=False)
-                line, used = Text(" " * indent), indent
-            line.append(f" {i + 1}:")
-            line.append(symbol, style=SYMBOL_STYLE.get(symbol, ""))
-            used += len(cell)
-        console.print(line, no_wrap=True, crop=False)
 
 
 def render_report(
@@ -290,27 +156,10 @@ def render_result_detail(result: MutationResult, detail: Detail | None, console:
         print_diff(console, detail.diff)
 
 
-def print_wrapped(console: Console, text: Text) -> None:
-    """A line of prose or identifiers: within the width to fit, wrapped between words (a word longer than the
-    width alone is folded); piped without COLUMNS, whole on one line."""
-    if fit_width(console) is None:
-        console.print(text, soft_wrap=True)
-    else:
-        console.print(text, overflow="fold")
-
-
-def print_diff(console: Console, diff: str) -> None:
-    """A diff, every changed character kept: wrapped between words within the width to fit, or, piped without
-    COLUMNS, each line whole as in the patch."""
-    lines = diff.splitlines() or [""]
-    width = fit_width(console)
-    syntax = Syntax(diff, "diff", theme="ansi_dark", background_color="default", word_wrap=width is not None)
-    with widened(console, None if width else max(len(line) for line in lines)):
-        console.print(syntax, crop=False)
-
-
 def render_table(table: Table, console: Console | None = None) -> None:
-    """A command's own table (its first column never wraps; counts are right-aligned), then its notes."""
+    """A command's own table (its first column never wraps; counts are right-aligned), then its notes. Where the
+    table cannot fit the width without cutting a word (its headings included), a line per row instead: the
+    first cell, then each other column's heading and value, wrapped between words."""
     console = _console(console)
     drawn = RichTable(title=escape(table.title), title_justify="left")
     for i, column in enumerate(table.columns):
@@ -318,7 +167,23 @@ def render_table(table: Table, console: Console | None = None) -> None:
         drawn.add_column(escape(column), justify="right" if numeric else "left", no_wrap=i == 0)
     for row in table.rows:
         drawn.add_row(*(escape(value) for value in row))
-    console.print(drawn)
+    width = fit_width(console)
+    natural = Measurement.get(console, console.options.update_width(_UNBOUNDED), drawn)
+    if width is not None and natural.minimum > width:
+        console.print(Text(table.title, style="italic"))
+        for row in table.rows:
+            pairs = [f"{column} {value}" for column, value in zip(table.columns[1:], row[1:], strict=True)]
+            line = f"{row[0]}:"
+            for number, pair in enumerate(pairs):  # a heading and its value stay on one line
+                pair += "," if number < len(pairs) - 1 else ""
+                if len(line) + 1 + len(pair) > width and line.strip():
+                    console.print(line, markup=False, highlight=False, soft_wrap=True)
+                    line = "  "
+                line += (" " if line.strip() else "") + pair
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+    else:
+        with widened(console, None if width else natural.maximum):
+            console.print(drawn, crop=False)
     for note in table.notes:
         console.print(note, style="yellow", markup=False, highlight=False)
 

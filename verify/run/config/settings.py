@@ -8,7 +8,6 @@ nothing of pytest, forking or reports.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib
 import importlib.util
 import os
@@ -19,7 +18,7 @@ from typing import Any
 from verify.compat import tomllib
 from verify.run.config.factory import factory_problem
 from verify.run.config.resources import ConfigError, JobResources
-from verify.run.config.values import DEVICES, EXECUTORS, STRING_LISTS, check_values, not_a_list
+from verify.run.config.values import DEVICES, EXECUTORS, STRING_LISTS, check_values, not_a_list, unknown_keys
 from verify.run.config.writable import WRITABLE_DOC
 
 __all__ = ["DEVICES", "EXECUTORS", "ConfigError", "JobResources", "ProjectConfig", "load_config", "with_overrides"]
@@ -223,18 +222,6 @@ _SCALAR_KEYS += ("flake_reruns", "executor", "device", "observe", "count", "conc
 _TABLE_KEYS = ("job_resources",)
 
 
-CONFIG_PAGE = "docs/reference/configuration.md"  # every key, its default and meaning (in the docs site too)
-
-
-def _unknown_keys(unknown: list[str], keys: tuple[str, ...]) -> str:
-    """Each unknown key with the closest valid one (a typo is the usual cause), then where every key is listed."""
-    named = []
-    for key in unknown:
-        close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
-        named.append(f"{key} (did you mean {close[0]}?)" if close else key)
-    return f"{', '.join(named)}; the valid keys: {', '.join(sorted(keys))} ({CONFIG_PAGE})"
-
-
 _SOURCE_ROOTS_FIX = 'name what your tests import: ["src"] in a src/ layout, ["mypkg"] flat, or ["engine.py"]'
 
 
@@ -262,7 +249,7 @@ def load_config(root: Path) -> ProjectConfig:
     keys = (*_LIST_KEYS, *_SCALAR_KEYS, *_TABLE_KEYS)
     unknown = sorted(set(table) - set(keys))
     if unknown:
-        raise ConfigError(f"[tool.dflash] unknown keys: {_unknown_keys(unknown, keys)}")
+        raise ConfigError(unknown_keys(unknown, keys))
     if "mutation_modules" not in table:
         raise ConfigError(
             "[tool.dflash] names no mutation_modules: name the modules that register your mutations, e.g. "

@@ -1,10 +1,11 @@
-"""The checks a `[tool.dflash]` table must pass when it is read, each failure a `ConfigError` naming the key and
-what it takes (CLI exit code 2). Values only: whether paths exist and observers import is `settings`' and
-`factory`'s. Knows nothing of pytest, forking or reports.
+"""The checks a `[tool.dflash]` table must pass when it is read, each failure a `ConfigError` naming the key, what
+it takes and, for a typo or a value of another form, the fix (CLI exit code 2). Values only: whether paths
+exist and observers import is `settings`' and `factory`'s. Knows nothing of pytest, forking or reports.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,10 @@ from typing import Any
 from verify.run.config.resources import ConfigError, JobResources
 from verify.run.config.writable import check_writable
 
-__all__ = ["COUNTS", "DEVICES", "EXECUTORS", "LIST_FORMS", "STRING_LISTS", "check_values", "not_a_list"]
+__all__ = [
+    "CONFIG_PAGE", "COUNTS", "DEVICES", "EXECUTORS", "LIST_FORMS", "STRING_LISTS", "check_values", "not_a_list",
+    "unknown_keys",
+]  # fmt: skip
 
 EXECUTORS = ("fork", "ray")
 DEVICES = ("cpu", "cuda")
@@ -40,6 +44,19 @@ def not_a_list(key: str, value: object) -> str:
     """The error for a list key given something else: the value as written, the form it takes and an example."""
     kind, example = LIST_FORMS.get(key, ("strings", '["..."]'))
     return f"[tool.dflash] {key} = {json.dumps(value, default=str)}: expected a list of {kind}, e.g. {example}"
+
+
+CONFIG_PAGE = "docs/reference/configuration.md"  # every key, its default and meaning (in the docs site too)
+
+
+def unknown_keys(unknown: list[str], keys: tuple[str, ...]) -> str:
+    """The error for keys the table does not take: each with the closest valid one (a typo is the usual cause),
+    then every valid key and the page that describes them."""
+    named = []
+    for key in unknown:
+        close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
+        named.append(f"{key} (did you mean {close[0]}?)" if close else key)
+    return f"[tool.dflash] unknown keys: {', '.join(named)}; the valid keys: {', '.join(sorted(keys))} ({CONFIG_PAGE})"
 
 
 def check_values(config: Any) -> None:
