@@ -190,3 +190,42 @@ def test_show_writes_the_same_page_and_annotations_from_the_saved_report(toy_run
     assert printed == github_annotations(stryker)
     bad = cli("show", "--project", str(root), "--annotations", "gitlab")
     assert bad.exit_code == 2 and "must be one of: github" in bad.output
+
+
+def _committed_page(name: str) -> str:
+    from verify.report.files import read_report
+
+    report, details, info = read_report(ROOT / "docs" / "runs" / name)
+    return render_html(report, details, info, root=ROOT)
+
+
+def test_the_legend_has_a_chip_for_every_kind_of_cell() -> None:
+    from verify.report.matrix import LEGEND, SYMBOL_STYLE
+
+    page = _committed_page("verify-first-kill.json")
+    legend = page[page.index('<ul class="legend">') :].split("</ul>")[0]
+    chips = re.findall(r'<span class="chip c-([A-Za-z]+)">(.)</span>', legend)
+    symbols = [item.split()[0] for item in LEGEND.split("  ") if item.split()[0] in SYMBOL_STYLE]
+    assert [symbol for _, symbol in chips] == symbols and {"M", "P", "D"} <= set(symbols)
+    assert '<span class="chip"> </span>blank: not reached' in legend  # the one item without a symbol
+
+
+def test_the_jump_links_come_under_the_banner_before_the_survivors() -> None:
+    page = _committed_page("html-report.json")  # a failing run with two survivors and their explanations
+    banner, nav, survivors = (page.index(m) for m in ('class="banner', 'id="dflash-nav"', 'id="dflash-survivors"'))
+    assert banner < nav < survivors
+    links = re.findall(r'href="#([a-z-]+)"', page[nav : page.index("</nav>", nav)])
+    assert links == ["dflash-survivors", "dflash-viewer-note", "dflash-matrix", "dflash-mutations"]
+    assert all(f'id="{target}"' in page for target in links)
+
+
+def test_the_viewers_words_and_score_are_named_in_dflashs() -> None:
+    from verify.report.stryker import STRYKER_STATUS
+
+    page = _committed_page("html-report.json")
+    note = page[page.index('id="dflash-viewer-note"') : page.index("<mutation-test-report-app")]
+    for theirs in {*STRYKER_STATUS.values(), "NoCoverage"}:
+        assert f"{theirs} = " in note, theirs
+    assert "Survived = survived" in note and "RuntimeError = crashed" in note and "CompileError = stale" in note
+    assert "the verdict rests on dflash&#x27;s score, 0.964" in note  # the banner's: FAIL 53/55, score 0.964
+    assert "FAIL 53/55 killed, score 0.964" in page

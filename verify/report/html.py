@@ -28,13 +28,13 @@ from typing import Any
 
 from verify.report.files import Detail, RunInfo, Table
 from verify.report.html_assets import BOOT, STYLE
-from verify.report.matrix import LEGEND, build_matrix
-from verify.report.stryker import to_stryker
+from verify.report.matrix import LEGEND, SYMBOL_STYLE, build_matrix
+from verify.report.stryker import STRYKER_STATUS, to_stryker
 from verify.report.summary import DECLARED, format_score, judge, status_label, status_reason, verdict_line
 from verify.report.verdict import MutationResult, RunReport
 from verify.report.viewer import load_viewer
 
-__all__ = ["FIRST_KILL_NOTE", "render_html", "script_json", "write_html"]
+__all__ = ["FIRST_KILL_NOTE", "render_html", "script_json", "viewer_note", "write_html"]
 
 
 _CSS_SYMBOL = {"-": "dash", ".": "dot"}
@@ -66,7 +66,9 @@ def _matrix(report: RunReport) -> str:
     by_name = {r.name: r for r in report.mutations}
     vacuous = set(report.vacuous_gates)
     headers = "".join(
-        f'<th class="group" title="{_e(", ".join(g.gate_ids))}">{_e(g.label)}<br>{len(g.gate_ids)} gates'
+        # a label may break after an underscore (exact_engine, store_reads): every column fits 1,280 px
+        f'<th class="group" title="{_e(", ".join(g.gate_ids))}">{_e(g.label).replace("_", "_<wbr>")}'
+        f"<br>{len(g.gate_ids)} gates"
         + (f'<br><span class="warn">{n} vacuous</span>' if (n := len(vacuous & set(g.gate_ids))) else "")
         + "</th>"
         for g in matrix.groups
@@ -98,7 +100,7 @@ def _legend() -> str:
     items = []
     for item in LEGEND.split("  "):
         symbol, _, word = item.strip().partition(" ")
-        if symbol in ("A", "R", "I", "E", "T", "-", "."):
+        if symbol in SYMBOL_STYLE:  # every kind of cell, crashes past a ceiling (M, P, D) included
             chip = f'<span class="chip c-{_CSS_SYMBOL.get(symbol, symbol)}">{_e(symbol)}</span>'
             items.append(f"<li>{chip}{_e(word)}</li>")
         elif item.strip():
@@ -194,12 +196,34 @@ def _header(report: RunReport, info: RunInfo, viewer_version: str, details: Mapp
         + f"viewer: mutation-testing-elements {_e(viewer_version)}"
     )
     note = f'<p class="note" id="dflash-first-kill">{_e(FIRST_KILL_NOTE)}</p>' if report.first_kill else ""
-    nav = '<nav><a href="#dflash-viewer">Source and gates</a><a href="#dflash-matrix">Mutation &times; gate</a>'
+    survivors = _survivors(report, details)
+    # The jump links come first, under the banner: in a failing report the survivors fill a screen or more.
+    nav = '<nav id="dflash-nav">' + ('<a href="#dflash-survivors">What survived</a>' if survivors else "")
+    nav += '<a href="#dflash-viewer-note">Source and gates</a><a href="#dflash-matrix">Mutation &times; gate</a>'
     nav += '<a href="#dflash-mutations">Every mutation</a></nav>'
     return (
-        f'<header class="dflash"><h1>{_e(info.title)}</h1>{banner}<p class="meta">{meta}</p><ul>{counts}</ul>'
+        f'<header class="dflash"><h1>{_e(info.title)}</h1>{banner}{nav}<p class="meta">{meta}</p><ul>{counts}</ul>'
         f"{f'<p>Why it fails:</p><ul>{failures}</ul>' if failures else ''}{warning}"
-        f"{_survivors(report, details)}{note}{nav}</header>"
+        f"{survivors}{note}</header>"
+    )
+
+
+def viewer_note(report: RunReport, fail_under: float = 0.0) -> str:
+    """What the embedded viewer's words and score are in dflash's: its statuses are Stryker's schema's, each
+    named with the dflash statuses it stands for (from `stryker.STRYKER_STATUS`, the mapping the page uses), and
+    its score is its own formula, so dflash's is named beside it."""
+    words: dict[str, list[str]] = {}
+    for ours, theirs in STRYKER_STATUS.items():
+        words.setdefault(theirs, []).append(ours)
+    words["NoCoverage"] = ["survived, no gate reaching its lines"]
+    words["Ignored"].append("a declared survivor")
+    mapping = "; ".join(f"{theirs} = {' or '.join(ours)}" for theirs, ours in words.items())
+    verdict = judge(report, fail_under)
+    return (
+        "Below, Stryker's viewer (mutation-testing-elements) shows this run in its schema's words: "
+        f"{mapping}. Its mutation score is its own formula (a Timeout counts as detected; RuntimeError and "
+        "CompileError are left out), in percent, so it can differ from dflash's: the verdict rests on dflash's "
+        f"score, {format_score(verdict.score)} (the banner's; detected {format_score(report.detected)})."
     )
 
 
@@ -225,7 +249,9 @@ def render_html(
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{_e(info.title)}</title>'
         f"<style>{STYLE}</style></head><body>{_header(report, info, viewer.version, details)}"
-        f'<main><mutation-test-report-app id="dflash-viewer" title-postfix="{_e(info.title)}">'
+        f'<main><section class="dflash" id="dflash-viewer-note"><p class="note">'
+        f"{_e(viewer_note(report, info.fail_under))}</p></section>"
+        f'<mutation-test-report-app id="dflash-viewer" title-postfix="{_e(info.title)}">'
         f"</mutation-test-report-app>"
         f'<section class="dflash" id="dflash-matrix">{"".join(_table(t) for t in tables)}{matrix}</section>'
         f'<section class="dflash" id="dflash-mutations"><h2>Mutations</h2>{sections}</section></main>\n'
