@@ -25,6 +25,7 @@ from verify.report.summary import DECLARED, Verdict, format_score, status_label,
 from verify.report.verdict import MutationResult, RunReport
 
 __all__ = [
+    "render_ceilings",
     "render_confinement",
     "render_node_confinement",
     "render_error",
@@ -276,6 +277,15 @@ def render_confinement(confinement: str, console: Console | None = None) -> None
     )
     (console or Console(stderr=True)).print(
         f"confinement {confinement}: {what} (docs/how-to/confinement.md)",
+        style="yellow", markup=False, highlight=False,
+    )  # fmt: skip
+
+
+def render_ceilings(ceilings: str, console: Console | None = None) -> None:
+    """A line on the run's ceilings when the kernel does not enforce them: "polled: why"."""
+    (console or Console(stderr=True)).print(
+        f"ceilings {ceilings}: the parent checks each child's memory every 50 ms, so an allocation faster than "
+        "that can take more before it is stopped (docs/how-to/confinement.md)",
         style="yellow", markup=False, highlight=False,
     )  # fmt: skip
 

@@ -37,7 +37,7 @@ from typing import Any
 import pytest
 
 from verify.run.apply import MutantFinder
-from verify.run.child import coverage, hotswap
+from verify.run.child import coverage, hotswap, streams
 from verify.run.child.job import UNCONFINED_EXIT, JobPaths, end_child, fresh_random_state, isolate, write_result
 from verify.run.child.recorder import Recorder
 from verify.run.config.settings import ProjectConfig
@@ -99,6 +99,8 @@ class _Warm:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
         self.cov.stop()
+        if streams.captures(session.config) is None:
+            self.refused = "pytest's capture is not one a job's child can own"
         if self.refused or session.testsfailed:
             self.sock.send(f"fail {self.refused or 'collection failed'}".encode())
             return True
@@ -243,6 +245,8 @@ class _Warm:
         self.recorder._session = session
         self.recorder.order = [item.nodeid for item in items]
         session.config.pluginmanager.register(self.recorder)
+        # Its own capture files, never the worker's (registered after configure: it owns them at once).
+        session.config.pluginmanager.register(streams.JobStreams(paths.streams, limits.output_bytes))
 
     def _end(self, exit_code: int) -> None:
         assert self.job is not None and self.recorder is not None
