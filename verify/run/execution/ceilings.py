@@ -57,7 +57,9 @@ def check(
     if not breach[0] and ceilings.processes and len(processes) > ceilings.processes:
         breach = ("ProcessCeiling", f"{len(processes)} processes, past its ceiling of {ceilings.processes} "
                   "([tool.dflash] processes_max)")  # fmt: skip
-    elif not breach[0] and ceilings.memory_bytes and (len(processes) == 1 or seldom):
+    elif not breach[0] and ceilings.memory_bytes and group is None and (len(processes) == 1 or seldom):
+        # Polled only where no cgroup holds it: the kernel's limit is exact, and counts only what the tree took
+        # since its fork (the pages it shares with its parent are the parent's), where a poll races it.
         resident = reaper.resident_bytes(processes)
         if resident > ceilings.memory_bytes:
             breach = ("MemoryCeiling", f"{resident >> 20} MiB resident, past its ceiling of "
