@@ -282,12 +282,9 @@ def render_confinement(confinement: str, console: Console | None = None) -> None
 
 
 def render_ceilings(ceilings: str, console: Console | None = None) -> None:
-    """A line on the run's ceilings when the kernel does not enforce them: "polled: why"."""
-    (console or Console(stderr=True)).print(
-        f"ceilings {ceilings}: the parent checks each child's memory every 50 ms, so an allocation faster than "
-        "that can take more before it is stopped (docs/how-to/confinement.md)",
-        style="yellow", markup=False, highlight=False,
-    )  # fmt: skip
+    """A line on the run's ceilings when no cgroup enforces them: "polled: why"."""
+    text = f"ceilings {ceilings}: no kernel limit, the parent checks children every 50 ms (docs/how-to/confinement.md)"
+    (console or Console(stderr=True)).print(text, style="yellow", markup=False, highlight=False)
 
 
 def render_node_confinement(nodes: Sequence[tuple[str, str]], console: Console | None = None) -> None:
