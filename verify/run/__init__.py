@@ -31,8 +31,9 @@ A job's path, process by process:
         or, for a job a warm worker can serve (execution.zygotes): the worker, a child that ran
            child.zygote.run_zygote (confined, the project imported and every gate collected once under pytest)
            -> os.fork() -> a middle process -> os.fork() -> the job's child, handed to the parent as its own
-           child when the middle one exits: its own confinement, ceilings and log, the mutated functions' code
-           swapped in (child.hotswap), then pytest runs only its gates with child.recorder, as above
+           child when the middle one exits (born in its cgroup: the worker is in it while it forks): its own
+           confinement, ceilings, log and capture files, the mutated functions' code swapped in (child.hotswap),
+           then pytest runs only its gates with child.recorder, as above
       <- parent reads the journal and result.json into a JobResult (execution.remains.collect), kills the
          child's process group past its budget
 

@@ -9,10 +9,11 @@ to the executor itself: the worker forks a middle process, which forks the job's
 kernel gives the job's child to the nearest subreaper, the executor, which then waits for it, times it, watches
 and reaps it exactly as a child it forked.
 
-The job's child adds its own confinement (its own folder and the worker's copy), its own ceilings, streams and
-temp dir, swaps the mutated functions' code in (`verify.run.child.hotswap`; a mutated file not imported yet is
-served by the import hook, as in a fresh child), keeps only its job's gates, in the job's order, and lets
-pytest run them. It saves pytest's start-up, the project's imports and collection: about 0.1 s a child.
+The job's child adds its own confinement (its own folder and the worker's copy), its own ceilings, streams
+(pytest's capture pointed at files of its own, never the worker's: `verify.run.child.streams`) and temp dir,
+swaps the mutated functions' code in (`verify.run.child.hotswap`; a mutated file not imported yet is served by
+the import hook, as in a fresh child), keeps only its job's gates, in the job's order, and lets pytest run them.
+It saves pytest's start-up, the project's imports and collection: about 0.1 s a child.
 
 A job runs cold when the mutation changes code that runs at import or code that already ran, when its gates are
 not all collected here, or when this worker could not be made (a collection error, gates reordered by a plugin):
