@@ -14,6 +14,8 @@ from verify.mutation import Mutation
 from verify.report.crashes import CrashKind
 from verify.report.files import read_json
 from verify.report.verdict import Status
+from verify.run.config.settings import load_config
+from verify.run.execution.fork import Executor, Job
 from verify.run.sandbox import cgroups
 
 CORE = '''"""Code under test."""
@@ -79,6 +81,7 @@ MUTATIONS = {
     "hogs-at-once": ("return a + b", _CALL.format("at_once", "+")),
     "hogs-touched": ("return a * b", _CALL.format("touched", "*")),
 }
+ADD, MUL = "tests/gates/test_core.py::test_add", "tests/gates/test_core.py::test_mul"
 CEILING = 1 << 30  # memory_min_mb: the unmutated child's peak is far below it, and the machine's share above
 
 
@@ -176,3 +179,38 @@ def test_a_group_bounds_its_child_and_is_removed_with_what_is_left_in_it(tmp_pat
         groups.close()
     roots = [root for root in (groups.layer.memory, groups.layer.pids) if root is not None]
     assert roots and not any((root / f"dflash-{os.getpid()}").exists() for root in roots)
+
+
+@pytest.mark.skipif(not cgroups.probe().active, reason="no cgroup this process may make groups in: polled only")
+def test_an_interrupt_removes_the_running_childrens_groups(tmp_path, hostile_project) -> None:
+    root, _ = _project(hostile_project, tmp_path / "p", [])
+    source = (root / "hostile" / "core.py").read_text()
+    hangs = (("hostile/core.py", source.replace("return a * b", "while True: pass")),)
+    jobs = [Job("quick", (ADD,), 30.0), Job("hangs", (MUL,), 30.0, hangs)]
+    seen: list[list[Path]] = []
+
+    def interrupt_after_first(result) -> None:
+        seen.append([folder for group in executor.groups.made.values() for folder in group.folders])
+        raise KeyboardInterrupt
+
+    with Executor(load_config(root)) as executor:
+        with pytest.raises(KeyboardInterrupt):
+            executor.run(jobs, 2, interrupt_after_first)
+        assert not executor.groups.made
+    [held] = seen  # the hanging child's group, while it ran
+    assert held and all(folder.name.isdigit() for folder in held) and not any(folder.exists() for folder in held)
+    assert not any(folder.parent.exists() for folder in held)  # the run's folder went with the executor
+
+
+@pytest.mark.skipif(not cgroups.probe().active, reason="no cgroup this process may make groups in: polled only")
+def test_the_groups_a_killed_run_left_are_removed_by_the_next() -> None:
+    layer = cgroups.probe()
+    assert layer.memory is not None
+    gone = os.fork()
+    if gone == 0:
+        os._exit(0)
+    os.waitpid(gone, 0)  # a pid no process has now: a run that was SIGKILLed
+    left = layer.memory / f"dflash-{gone}"
+    (left / "3").mkdir(parents=True)
+    cgroups.Groups(layer).close()
+    assert not left.exists()
