@@ -147,7 +147,10 @@ def test_a_cgroup_root_that_cannot_be_used_is_named_and_makes_no_group(tmp_path)
     (fake / "cgroup.subtree_control").write_text("")
     layer = cgroups.probe(root=fake)
     assert not layer.active
-    assert layer.describe() == f"polled: {fake}: no writable cgroup with the memory and pids controllers"
+    assert (
+        layer.describe() == f"polled: cgroup v2 at {fake} cannot give its children memory and pids (not "
+        "delegated, or it holds processes)"
+    )
     assert cgroups.Groups(layer).make(1 << 30, 8) is None
 
 

@@ -101,40 +101,43 @@ def probe(root: Path | None = None) -> Layer:
     if os.environ.get(SWITCH, "").lower() == "off":
         return Layer(why=f"{SWITCH}=off")
     if root is not None:
-        return _v2(root) or Layer(why=f"{root}: no writable cgroup with the memory and pids controllers")
+        return _v2(root)
     paths = {}  # controller (or "" for v2) -> this process's path in that hierarchy
     for line in _read(Path("/proc/self/cgroup")).splitlines():
         _, controllers, path = line.split(":", 2)
         for name in controllers.split(",") if controllers else [""]:
             paths[name] = path
     mounts = _mounts()
+    v2 = Layer(why="no cgroup v2 hierarchy")
     for mount, mount_root, kind, _ in mounts:
-        if kind == "cgroup2" and "" in paths and (found := _v2(_own(mount, mount_root, paths[""]))):
-            return found
+        if kind == "cgroup2" and "" in paths and (v2 := _v2(_own(mount, mount_root, paths[""]))).active:
+            return v2
     v1 = {}
     for mount, mount_root, kind, options in mounts:
         for name in ("memory", "pids"):
             if kind == "cgroup" and name in options.split(",") and name in paths:
                 v1[name] = _own(mount, mount_root, paths[name])
     if "memory" not in v1:
-        return Layer(why="no cgroup v2 with memory and pids delegated here, and no cgroup v1 memory hierarchy")
+        return Layer(why=f"{v2.why}, and no cgroup v1 memory hierarchy")
     if not _writable(v1["memory"]):
-        return Layer(why=f"cannot make a cgroup in {v1['memory']} (not root, nothing delegated)")
+        return Layer(why=f"{v2.why}, and cannot make a cgroup v1 group in {v1['memory']} (not root, none delegated)")
     pids = v1.get("pids")
     return Layer(1, v1["memory"], pids if pids is not None and _writable(pids) else None)
 
 
-def _v2(own: Path) -> Layer | None:
-    """v2 where `own` offers memory and pids to its children (a subtree delegated to this user, or a namespace's
-    root): enabled there already, or enabled now."""
+def _v2(own: Path) -> Layer:
+    """v2 where `own` gives memory and pids to its children (a subtree delegated to this user with them enabled,
+    or one this process may enable them in), else none and why."""
     if not {"memory", "pids"} <= set(_read(own / "cgroup.controllers").split()):
-        return None
+        return Layer(why=f"cgroup v2 at {own} has no memory and pids controllers to give")
     if not {"memory", "pids"} <= set(_read(own / "cgroup.subtree_control").split()):
         with contextlib.suppress(OSError):
             (own / "cgroup.subtree_control").write_text("+memory +pids")
         if not {"memory", "pids"} <= set(_read(own / "cgroup.subtree_control").split()):
-            return None  # processes live in it (v2 lets a group with processes give no controller away)
-    return Layer(2, own, own) if _writable(own) else None
+            # v2 lets a group that holds processes (this one, at least) give no controller to its children.
+            return Layer(why=f"cgroup v2 at {own} cannot give its children memory and pids (not delegated, or it "
+                         "holds processes)")  # fmt: skip
+    return Layer(2, own, own) if _writable(own) else Layer(why=f"cannot make a cgroup v2 group in {own}")
 
 
 def _count(text: str, key: str) -> int:
