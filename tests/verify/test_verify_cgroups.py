@@ -217,3 +217,33 @@ def test_the_groups_a_killed_run_left_are_removed_by_the_next() -> None:
     (left / "3").mkdir(parents=True)
     cgroups.Groups(layer).close()
     assert not left.exists()
+
+
+@pytest.mark.skipif(not cgroups.probe().pids, reason="no pids hierarchy this process may make groups in")
+def test_tasks_past_a_groups_pids_max_are_refused_and_counted() -> None:
+    import threading
+    import time
+
+    groups = cgroups.Groups(cgroups.probe())
+    try:
+        group = groups.make(0, 2)  # 2 processes: 2 x TASKS_PER_PROCESS tasks, threads included
+        assert group is not None
+        pid = os.fork()
+        if pid == 0:
+            started = 0
+            try:
+                group.join()
+                for _ in range(20):
+                    try:
+                        threading.Thread(target=time.sleep, args=(2,), daemon=True).start()
+                        started += 1
+                    except RuntimeError:  # "can't start new thread": the kernel refused the task
+                        pass
+            finally:
+                os._exit(started)
+        _, status = os.waitpid(pid, 0)
+        started = os.waitstatus_to_exitcode(status)
+        assert started == 2 * cgroups.TASKS_PER_PROCESS - 1  # the process itself is one of its tasks
+        assert group.refused_tasks() == 20 - started
+    finally:
+        groups.close()
