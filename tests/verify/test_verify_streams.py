@@ -173,3 +173,27 @@ def test_the_output_ceiling_is_a_named_setting(tmp_path, hostile_project) -> Non
     (root / "pyproject.toml").write_text(text)
     with pytest.raises(ConfigError, match="output_max_mb must be a finite number >= 0"):
         load_config(root)
+
+
+def test_a_childs_output_is_counted_over_its_whole_job_though_pytest_truncates_each_capture(tmp_path) -> None:
+    from verify.run.child.streams import OUTPUT_EXIT, JobStreams
+    from verify.run.execution.ceilings import output
+    from verify.run.sandbox.hardening import Ceilings
+
+    log, out, err = (tmp_path / name for name in ("child.log", "stdout", "stderr"))
+    mib = 1 << 20
+    log.write_bytes(bytes(mib))
+    pid = os.fork()
+    if pid == 0:  # as pytest does: each phase's capture is read back and truncated after the check
+        streams = JobStreams((log, out, err), 2 * mib)
+        for size in (mib // 2, mib // 2, mib // 2):  # 1 MiB of log, then 1.5 MiB captured in three phases
+            out.write_bytes(bytes(size))
+            streams.check()
+            out.write_bytes(b"")
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == OUTPUT_EXIT  # at the third phase: 2.5 MiB, none held at once
+    ceilings = Ceilings(output_bytes=2 * mib)
+    assert output((log, out, err), ceilings) == ("", "")  # what is on disk now is under the ceiling...
+    exc_type, why = output((log, out, err), ceilings, OUTPUT_EXIT)  # ...the child's own count is not
+    assert exc_type == "OutputCeiling" and "output ceiling of 2 MiB ([tool.dflash] output_max_mb)" in why
