@@ -6,8 +6,8 @@ with the memory and pids controllers delegated to it, else cgroup v1's memory hi
 mounted) where this process may make groups in its own, else none (the parent's polling is then the only watch,
 `verify.run.execution.ceilings`, and the run names it). `DFLASH_CGROUPS=off` asks for none.
 
-A `Groups` holds one folder per run (`dflash-<pid>`) under this process's own cgroup, and one group per child
-in it (`Group`): `memory.max` (v1: `memory.limit_in_bytes`, and the same for memory plus swap where swap is
+A `Groups` holds one folder per run (`dflash-<pid>-<token>`) under this process's own cgroup, and one group per
+child in it (`Group`): `memory.max` (v1: `memory.limit_in_bytes`, and the same for memory plus swap where swap is
 accounted) at the child's memory ceiling, so the kernel reclaims and then kills inside the group before the
 machine loses more than that, and `pids.max` at `TASKS_PER_PROCESS` times its process ceiling (the kernel
 counts threads as tasks; the process count itself stays the parent's, which counts processes). A child joins
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 import time
 from dataclasses import dataclass, field
@@ -214,20 +215,23 @@ class Groups:
     layer: Layer
     made: dict[str, Group] = field(default_factory=dict)
     _count: int = 0
+    # The run's folder: this process's pid (what a later run checks before it removes a folder left behind) and a
+    # token, so runs in other pid namespaces that share a hierarchy (the pids root) never share a folder.
+    name: str = field(default_factory=lambda: f"{_PREFIX}{os.getpid()}-{secrets.token_hex(4)}")
 
     def __post_init__(self) -> None:
         if self.layer.active:
             self._sweep()
             try:
                 for folder in self._folders():
-                    folder.mkdir(exist_ok=True)
+                    folder.mkdir()
                     if self.layer.version == 2:  # its children get the controllers it was given
                         (folder / "cgroup.subtree_control").write_text("+memory +pids")
             except OSError as error:
                 self.layer = Layer(why=f"cannot make the run's cgroup: {error.strerror or error}")
 
     def _folders(self) -> list[Path]:
-        return [root / f"{_PREFIX}{os.getpid()}" for root in self._roots()]
+        return [root / self.name for root in self._roots()]
 
     def _roots(self) -> list[Path]:
         """This process's own cgroup in each hierarchy the layer uses (one in v2)."""
@@ -239,7 +243,7 @@ class Groups:
         for root in self._roots():
             with contextlib.suppress(OSError):
                 for folder in root.glob(f"{_PREFIX}*"):
-                    owner = folder.name.removeprefix(_PREFIX)
+                    owner = folder.name.removeprefix(_PREFIX).partition("-")[0]
                     if not owner.isdigit() or Path(f"/proc/{owner}").exists():
                         continue
                     for group in [*(g for g in folder.iterdir() if g.is_dir()), folder]:
