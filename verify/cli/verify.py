@@ -157,7 +157,7 @@ def verify(
     from verify.mutation import MutationError
     from verify.report.files import write_json
     from verify.report.progress import PhaseProgress
-    from verify.report.terminal import render_confinement, render_error, render_node_confinement
+    from verify.report.terminal import render_ceilings, render_confinement, render_error, render_node_confinement
     from verify.report.verdict import RunReport
     from verify.run.config.catalog import StaleAnchorError, load_mutations, stale_anchors
     from verify.run.config.settings import ConfigError, load_config, with_overrides
@@ -165,6 +165,7 @@ def verify(
     from verify.run.execution.jobs import ExecutorLost
     from verify.run.phases.cache import ChangedSinceError, ResultCache
     from verify.run.phases.run import BaselineError, HarnessError, RunOptions, SelectionError, Shard, run_verify
+    from verify.run.sandbox import cgroups
     from verify.run.sandbox.confine import probe
 
     started = time.monotonic()
@@ -201,6 +202,8 @@ def verify(
         # Said once, before anything runs (the reports keep it too); on a cluster each node's, once probed.
         if config.executor != "ray" and (not (confinement := probe()).active or confinement.missing):
             render_confinement(confinement.describe())
+        if config.executor != "ray" and not (layer := cgroups.probe()).active:
+            render_ceilings(layer.describe())
         with PhaseProgress() as progress:
             report = run_verify(config, mutations, options, progress, on_report=partial)
     except (ConfigError, SelectionError, ChangedSinceError, MutationError) as error:

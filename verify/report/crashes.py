@@ -1,5 +1,5 @@
-"""Why a crash happened, where a ceiling says it: the named kinds of `crashed` (a child past its memory, process
-or file-size ceiling) and how an outcome is read as one. A leaf beside the verdict model: the executor names the
+"""Why a crash happened, where a ceiling says it: the named kinds of `crashed` (a child past its memory, process,
+file-size or output ceiling) and how an outcome is read as one. A leaf beside the verdict model: the executor names the
 ceilings it enforces by these exception types, the judge records the kind, the renderers show it.
 """
 
@@ -13,11 +13,13 @@ __all__ = ["CrashKind", "crash_kind"]
 
 class CrashKind(StrEnum):
     """Why a crash happened, where a ceiling says it (PIT's MEMORY_ERROR is `memory`): a child past its memory
-    ceiling, its process ceiling or its file-size ceiling. A crash of no named kind has none."""
+    ceiling, its process ceiling, its file-size ceiling or its output ceiling (what it wrote to its streams). A
+    crash of no named kind has none."""
 
     MEMORY = "memory"
     PROCESSES = "processes"
     DISK = "disk"
+    OUTPUT = "output"
 
 
 # exc_type (what the executor or Python names it) -> kind; messages below name the kind where the type is generic.
@@ -28,6 +30,7 @@ _CRASH_TYPES = {
     "ProcessCeiling": CrashKind.PROCESSES,
     "DiskCeiling": CrashKind.DISK,
     "SIGXFSZ": CrashKind.DISK,
+    "OutputCeiling": CrashKind.OUTPUT,
 }
 _CRASH_MESSAGES = (
     ("can't allocate memory", CrashKind.MEMORY),  # torch's CPU allocator (a RuntimeError)

@@ -8,6 +8,7 @@ Keys are only ever added to the schema:
      "shard": "K/N" or "", "interrupted": bool, "interrupted_by": "SIGINT"|"SIGTERM"|"",
      "first_kill": bool, "count": "killed"|"detected", "generated": bool, "confinement": "landlock ABI n"|"off: why"|"",
      "node_confinement": {node: "landlock ABI n"|"off: why"} (a Ray run's nodes; {} otherwise),
+     "ceilings": "cgroup vN: memory..., pids.max"|"polled: why"|"" (the layer that enforced the ceilings),
      "baseline": {"status": "green", "gates": [{"id", "duration_s"}]},
      "mutations": [{"name", "status", "killed_by", "ran", "duration_s", "reason", "cached",
                     "attempts", "red_by_check", "red_by_exception",
@@ -134,6 +135,7 @@ def to_json(
         "generated": report.generated,
         "confinement": report.confinement,
         "node_confinement": dict(report.node_confinement),
+        "ceilings": report.ceilings,
         "baseline": {
             "status": report.baseline.status,
             "gates": [{"id": g.gate_id, "duration_s": g.duration_s} for g in report.baseline.gates],
@@ -184,6 +186,7 @@ def read_report(path: Path) -> tuple[RunReport, dict[str, Detail], RunInfo]:
         confinement=str(data.get("confinement", "")),
         counting="detected" if data.get("count") == "detected" else "killed",
         node_confinement=tuple((str(k), str(v)) for k, v in (data.get("node_confinement") or {}).items()),
+        ceilings=str(data.get("ceilings", "")),
     )
     details = {m["name"]: _detail(m) for m in data["mutations"] if "file" in m}
     verdict = data.get("verdict") or {}
@@ -265,5 +268,6 @@ def merge(paths: Sequence[Path], allow_partial: bool = False) -> tuple[RunReport
         confinement=next((r.confinement for r in reports if r.confinement.startswith("off")), first.confinement),
         counting=first.counting,
         node_confinement=tuple(dict(n for r in reports for n in r.node_confinement).items()),
+        ceilings=next((r.ceilings for r in reports if r.ceilings.startswith("polled")), first.ceilings),
     )
     return merged, details

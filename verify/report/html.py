@@ -193,6 +193,7 @@ def _header(report: RunReport, info: RunInfo, viewer_version: str, details: Mapp
         f"{len(report.baseline.gate_ids)} gates, score {format_score(verdict.score)}, "
         f"detected {format_score(report.detected)}, harness self-check {_e(report.self_check or 'n/a')}; "
         + (f"confinement {_e(report.confinement)}; " if report.confinement else "")
+        + (f"ceilings {_e(report.ceilings)}; " if report.ceilings else "")
         + f"viewer: mutation-testing-elements {_e(viewer_version)}"
     )
     note = f'<p class="note" id="dflash-first-kill">{_e(FIRST_KILL_NOTE)}</p>' if report.first_kill else ""

@@ -34,7 +34,7 @@ th.group { font-weight: normal; font-size: 12px; }
 td.name, td.msg, td.gate { text-align: left; font-family: monospace; } td.name { white-space: nowrap; }
 .scroll { overflow-x: auto; max-width: 100%; }
 .c-A, .c-R { background: var(--ok); } .c-I { background: var(--ok-deep); }
-.c-E, .c-M, .c-P, .c-D { background: var(--grey); }
+.c-E, .c-M, .c-P, .c-D, .c-O { background: var(--grey); }
 .c-T { background: var(--amber); } .c-dash { background: #eee; } .c-dot { background: #fff; }
 td.cell a { color: #fff; text-decoration: none; display: block; } td.c-dot a, td.c-dash a, td.c-T a { color: #333; }
 .legend { list-style: none; padding: 0; margin: .25rem 0; display: flex; flex-wrap: wrap; gap: .25rem 1rem; }

@@ -2,7 +2,7 @@
 
 Shared by the terminal and the HTML report so both draw the same cells. A cell shows the strongest outcome
 among the group's gates for that mutation: a gate's own check (A assertion, R refusal) over a named
-invariant (I) over a crash past a ceiling (M memory, P processes, D disk) over any other exception (E) over
+invariant (I) over a crash past a ceiling (M memory, P processes, D disk, O output) over any other exception (E) over
 a timeout (T) over a gate that did not run (-) over a pass
 (.); blank when none of the group's gates ran against it (none reaches the mutated lines). Outcomes are
 read by their names, so this module knows the verdict model only through its records.
@@ -42,13 +42,14 @@ SYMBOL_STYLE = {
     "M": "bold black on dark_orange",
     "P": "bold black on dark_orange",
     "D": "bold black on dark_orange",
+    "O": "bold black on dark_orange",
     "T": "bold black on yellow",
     "-": "dim",
     ".": "green",
 }
 LEGEND = (
-    "A assertion  R refusal  I invariant  E exception  M memory  P processes  D disk  T timeout  - not run  "
-    ". passed  (blank: not reached)"
+    "A assertion  R refusal  I invariant  E exception  M memory  P processes  D disk  O output  T timeout  "
+    "- not run  . passed  (blank: not reached)"
 )
 # A row's status word's style on a terminal (DECLARED is summary's word for a declared survivor).
 STATUS_STYLE = {
@@ -66,7 +67,7 @@ STATUS_STYLE = {
 }
 
 # A crash past a ceiling (verify.report.verdict.crash_kind) shows its kind instead of E.
-KIND_SYMBOL = {"memory": "M", "processes": "P", "disk": "D"}
+KIND_SYMBOL = {"memory": "M", "processes": "P", "disk": "D", "output": "O"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +118,7 @@ def _symbol(outcome: GateOutcome) -> str:
 def cell(result: MutationResult, gate_ids: tuple[str, ...]) -> str:
     wanted = set(gate_ids)
     symbols = {_symbol(o) for o in result.outcomes if o.gate_id in wanted}
-    for symbol in ("A", "R", "I", "M", "P", "D", "E", "T", "-", ".", "?"):
+    for symbol in ("A", "R", "I", "M", "P", "D", "O", "E", "T", "-", ".", "?"):
         if symbol in symbols:
             return symbol
     return ""

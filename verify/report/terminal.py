@@ -26,6 +26,7 @@ from verify.report.summary import Verdict, format_score, status_label, status_re
 from verify.report.verdict import MutationResult, RunReport
 
 __all__ = [
+    "render_ceilings",
     "render_confinement",
     "render_node_confinement",
     "render_error",
@@ -208,6 +209,12 @@ def render_confinement(confinement: str, console: Console | None = None) -> None
         f"confinement {confinement}: {what} (docs/how-to/confinement.md)",
         style="yellow", markup=False, highlight=False,
     )  # fmt: skip
+
+
+def render_ceilings(ceilings: str, console: Console | None = None) -> None:
+    """A line on the run's ceilings when no cgroup enforces them: "polled: why"."""
+    text = f"ceilings {ceilings}: no kernel limit, the parent checks children every 50 ms (docs/how-to/confinement.md)"
+    (console or Console(stderr=True)).print(text, style="yellow", markup=False, highlight=False)
 
 
 def render_node_confinement(nodes: Sequence[tuple[str, str]], console: Console | None = None) -> None:

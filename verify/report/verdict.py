@@ -122,7 +122,8 @@ class MutationResult:
     outcomes: tuple[GateOutcome, ...] = ()
     cached: bool = False
     attempts: int = 1  # children it took: a second one confirms a crash or timeout, or retries a not-run gate
-    crash_kind: str = ""  # a crash past a ceiling: "memory", "processes", "disk" (verify.report.crashes); else ""
+    # A crash past a ceiling: "memory", "processes", "disk", "output" (verify.report.crashes); else "".
+    crash_kind: str = ""
 
     @property
     def red_by_check(self) -> tuple[str, ...]:
@@ -174,6 +175,9 @@ class RunReport:
     # "off: why" (detection only), "" unknown; on a cluster, "node: that; node: that" for every node.
     confinement: str = ""
     node_confinement: tuple[tuple[str, str], ...] = ()  # (node, its children's confinement) on a Ray cluster
+    # Which layer enforced the children's ceilings: "cgroup v1: memory.limit_in_bytes, pids.max" (the kernel's),
+    # "polled: why" (the parent's polling alone), "" unknown (a cluster, or an older report).
+    ceilings: str = ""
     jobs: int = 0  # children at once, as the run held them (the executor's capacity unless told); 0: unknown
     counting: str = "killed"  # what passes the CI gate ([tool.dflash] count): "killed" (or caught), or "detected"
 

@@ -3,7 +3,7 @@
 - `config/`: what the run is asked to do (settings, the catalog, the project's files, the selection, `init`'s
   scaffold, the `writable` key). Imports nothing else of the run.
 - `sandbox/`: what keeps a mutant in its box (Landlock confinement, the reaper, the tree inventory and guard,
-  the private copies). Imports nothing else of the run.
+  the private copies, the per-child cgroups). Imports nothing else of the run.
 - `child/`: what runs after fork (one job's life, the gate recorder and the p-value a red gate states, the
   child's half of coverage, the warm worker and its hot swap).
 - `execution/`: how jobs reach children (the job records, the fork executor and its warm workers, devices,
@@ -31,8 +31,9 @@ A job's path, process by process:
         or, for a job a warm worker can serve (execution.zygotes): the worker, a child that ran
            child.zygote.run_zygote (confined, the project imported and every gate collected once under pytest)
            -> os.fork() -> a middle process -> os.fork() -> the job's child, handed to the parent as its own
-           child when the middle one exits: its own confinement, ceilings and log, the mutated functions' code
-           swapped in (child.hotswap), then pytest runs only its gates with child.recorder, as above
+           child when the middle one exits (born in its cgroup: the worker is in it while it forks): its own
+           confinement, ceilings, log and capture files, the mutated functions' code swapped in (child.hotswap),
+           then pytest runs only its gates with child.recorder, as above
       <- parent reads the journal and result.json into a JobResult (execution.remains.collect), kills the
          child's process group past its budget
 

@@ -32,6 +32,7 @@ import pytest
 from verify.run.apply import MutantFinder
 from verify.run.child import coverage
 from verify.run.child.recorder import Recorder
+from verify.run.child.streams import JobStreams
 from verify.run.config.settings import ProjectConfig
 from verify.run.config.writable import writable_paths
 from verify.run.sandbox import hardening, reaper
@@ -66,6 +67,12 @@ class JobPaths:
     @property
     def log(self) -> Path:
         return self.base / "child.log"
+
+    @property
+    def streams(self) -> tuple[Path, Path, Path]:
+        """What the child writes to its streams: its log, then pytest's capture of its stdout and of its stderr
+        (`verify.run.child.streams`)."""
+        return self.log, self.base / "stdout", self.base / "stderr"
 
 
 # file -> whether it lies in the user's tree. Resolving every loaded module's path (torch alone brings a
@@ -210,7 +217,8 @@ def run_child(
     # Excluded files are absent from the copy (`verify.run.config.project`), so only `pytest_args` is added here.
     args = [*(job.gate_ids or config.gates), *config.marker_args, "-p", "no:cacheprovider", "-q", *config.pytest_args]
     args += ["--rootdir", str(private)]
-    result(int(pytest.main(args, plugins=[recorder, FreshStreams()])))
+    own_streams = JobStreams(paths.streams, config.output_max_mb << 20)
+    result(int(pytest.main(args, plugins=[recorder, FreshStreams(), own_streams])))
     return 0
 
 

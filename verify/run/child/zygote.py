@@ -9,10 +9,11 @@ to the executor itself: the worker forks a middle process, which forks the job's
 kernel gives the job's child to the nearest subreaper, the executor, which then waits for it, times it, watches
 and reaps it exactly as a child it forked.
 
-The job's child adds its own confinement (its own folder and the worker's copy), its own ceilings, streams and
-temp dir, swaps the mutated functions' code in (`verify.run.child.hotswap`; a mutated file not imported yet is
-served by the import hook, as in a fresh child), keeps only its job's gates, in the job's order, and lets
-pytest run them. It saves pytest's start-up, the project's imports and collection: about 0.1 s a child.
+The job's child adds its own confinement (its own folder and the worker's copy), its own ceilings, streams
+(pytest's capture pointed at files of its own, never the worker's: `verify.run.child.streams`) and temp dir,
+swaps the mutated functions' code in (`verify.run.child.hotswap`; a mutated file not imported yet is served by
+the import hook, as in a fresh child), keeps only its job's gates, in the job's order, and lets pytest run them.
+It saves pytest's start-up, the project's imports and collection: about 0.1 s a child.
 
 A job runs cold when the mutation changes code that runs at import or code that already ran, when its gates are
 not all collected here, or when this worker could not be made (a collection error, gates reordered by a plugin):
@@ -37,7 +38,7 @@ from typing import Any
 import pytest
 
 from verify.run.apply import MutantFinder
-from verify.run.child import coverage, hotswap
+from verify.run.child import coverage, hotswap, streams
 from verify.run.child.job import UNCONFINED_EXIT, JobPaths, end_child, fresh_random_state, isolate, write_result
 from verify.run.child.recorder import Recorder
 from verify.run.config.settings import ProjectConfig
@@ -99,6 +100,8 @@ class _Warm:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
         self.cov.stop()
+        if streams.captures(session.config) is None:
+            self.refused = "pytest's capture is not one a job's child can own"
         if self.refused or session.testsfailed:
             self.sock.send(f"fail {self.refused or 'collection failed'}".encode())
             return True
@@ -243,6 +246,8 @@ class _Warm:
         self.recorder._session = session
         self.recorder.order = [item.nodeid for item in items]
         session.config.pluginmanager.register(self.recorder)
+        # Its own capture files, never the worker's (registered after configure: it owns them at once).
+        session.config.pluginmanager.register(streams.JobStreams(paths.streams, limits.output_bytes))
 
     def _end(self, exit_code: int) -> None:
         assert self.job is not None and self.recorder is not None

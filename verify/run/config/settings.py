@@ -88,6 +88,10 @@ class ProjectConfig:
     file_max_mb: int = _key(
         1024, "The largest file, in MiB, a child may write; past it the mutant is `crashed (disk)`. 0: no ceiling."
     )
+    output_max_mb: int = _key(
+        64, "What one child may write to its stdout and stderr (pytest's capture of them included), in MiB, over its "
+        "whole job; past it the mutant is `crashed (output)`. 0: no ceiling.",
+    )  # fmt: skip
     preload: tuple[str, ...] = _key(
         _default_preload,
         'Modules the warm parent imports once before forking, e.g. `["torch", "transformers.models.qwen3"]`; '
@@ -217,7 +221,7 @@ class ProjectConfig:
 
 _LIST_KEYS = (*STRING_LISTS, "required", "writable")
 _SCALAR_KEYS: tuple[str, ...] = ("gate_marker", "jobs", "timeout_factor", "timeout_min_s", "baseline_timeout_s")
-_SCALAR_KEYS += ("memory_factor", "memory_min_mb", "processes_max", "file_max_mb")
+_SCALAR_KEYS += ("memory_factor", "memory_min_mb", "processes_max", "file_max_mb", "output_max_mb")
 _SCALAR_KEYS += ("flake_reruns", "executor", "device", "observe", "count", "conclusive_p_value")
 _TABLE_KEYS = ("job_resources",)
 

@@ -40,7 +40,7 @@ from verify.run.execution.devices import DevicePool, check_cuda_untouched, child
 from verify.run.execution.jobs import Job, JobResult
 from verify.run.execution.remains import collect
 from verify.run.execution.zygotes import Zygotes
-from verify.run.sandbox import hardening, reaper
+from verify.run.sandbox import cgroups, hardening, reaper
 from verify.run.sandbox.confine import probe
 from verify.run.sandbox.copies import CopyPool
 from verify.run.sandbox.private_copy import adopt_bytecode, copy_files
@@ -66,6 +66,7 @@ class _Running:
     pidfd: int = -1  # readable once the child has exited (-1: this system has no pidfd)
     worker: int = 0  # the warm worker that forked it (`verify.run.execution.zygotes`); 0: forked here
     breach: tuple[str, str] = ("", "")  # (exc_type, why) when the parent ended it past a ceiling
+    group: cgroups.Group | None = None  # its cgroup, where the kernel enforces its ceilings (None: polled only)
 
     @property
     def budget_s(self) -> float:
@@ -93,11 +94,17 @@ class Executor:
         self._confined = False  # Landlock found here: then a child that cannot confine itself runs nothing
         self._said: set[int] = set()  # the read ends of the running children's "confined" pipes
         self.warm = Zygotes(config, Path(), self.copies, False, ceilings.load_scale)
+        self.groups = cgroups.Groups(cgroups.Layer(why="not started"))
 
     @property
     def nodes(self) -> tuple[tuple[str, str], ...]:
         """No nodes: the children run on this machine, under the run's own confinement."""
         return ()
+
+    @property
+    def ceilings(self) -> str:
+        """Which layer enforces the children's ceilings: the kernel's cgroups, or the parent's polling alone."""
+        return self.groups.layer.describe()
 
     @property
     def default_jobs(self) -> int:
@@ -106,6 +113,7 @@ class Executor:
 
     def __enter__(self) -> Executor:
         self._confined = probe().active
+        self.groups = cgroups.Groups(cgroups.probe())  # the kernel's ceilings per child, where it has them
         self._tmp = tempfile.mkdtemp(prefix="dflash-verify-")
         self.pristine = Path(self._tmp, "pristine").resolve()
         copy_files(self.config.root, project_files(self.config), self.pristine)
@@ -127,6 +135,7 @@ class Executor:
 
     def __exit__(self, *exc: object) -> None:
         self.warm.close()
+        self.groups.close()
         reaper.become_subreaper(self._was_subreaper)
         gc.unfreeze()
         shutil.rmtree(self._tmp, ignore_errors=True)
@@ -153,11 +162,14 @@ class Executor:
                     gpus = self._pool.acquire() if self._pool is not None else -1
                     limits = ceilings.for_child(self.config, job.key, (num_jobs, self._slots), self._peak)
                     devices = self._pool.devices(gpus) if self._pool is not None else ()
-                    hot = self.warm.take(job, limits) if gpus < 0 else None
-                    pid, paths, said, worker = hot or (*self._spawn(job, devices, limits), 0)
+                    group = self.groups.make(limits.memory_bytes, limits.processes)
+                    hot = self.warm.take(job, limits, group) if gpus < 0 else None
+                    pid, paths, said, worker = hot or (*self._spawn(job, devices, limits, group), 0)
                     self._said.add(said)
                     started, scales = time.monotonic(), [ceilings.load_scale()]
-                    running[pid] = _Running(job, paths, started, scales, gpus, limits, said, exits.pidfd(pid), worker)
+                    running[pid] = _Running(
+                        job, paths, started, scales, gpus, limits, said, exits.pidfd(pid), worker, group=group
+                    )
                 if time.monotonic() - last_watch > _WATCH_S:
                     last_watch = time.monotonic()
                     sample = last_watch - last_sample > _LOAD_SAMPLE_S
@@ -165,7 +177,8 @@ class Executor:
                     for pid, entry in running.items():  # its ceilings (ended past one), the load less its own
                         processes = reaper.tree(pid)
                         if not entry.breach[0]:
-                            entry.breach = ceilings.check(pid, processes, entry.ceilings, sample)
+                            streams, group = entry.paths.streams, entry.group
+                            entry.breach = ceilings.check(pid, processes, entry.ceilings, sample, streams, group)
                         if sample:
                             entry.scales.append(ceilings.load_scale(own=reaper.running_tasks(processes)))
                 if not self._reap(running, done, on_done):
@@ -177,6 +190,7 @@ class Executor:
                 self._said.discard(entry.confined_fd)
                 os.close(entry.confined_fd)
                 exits.close(entry.pidfd)
+                self.groups.release(entry.group)
                 self._give_back(entry, over=False)
             reaper.end_children(keep=self._keep | self.warm.pids(), within_s=_LEFTOVERS_S)
             self._pool = None
@@ -211,6 +225,9 @@ class Executor:
             # Its peak resident memory: a fork's counts only the pages it touched, so this is what it took.
             peak = usage.ru_maxrss * 1024 if finished and usage is not None else 0
             exit_code = os.waitstatus_to_exitcode(status) if finished else None
+            if not entry.breach[0]:  # the kernel's word: a kill at its memory limit, a fork refused at its task limit
+                entry.breach = ceilings.kernel(entry.group, entry.ceilings)
+            self.groups.release(entry.group)
             result = collect(
                 entry.job, entry.paths, entry.breach, entry.ceilings, entry.budget_s, exit_code, elapsed, peak,
                 confined or not self._confined,
@@ -246,7 +263,9 @@ class Executor:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
 
-    def _spawn(self, job: Job, gpus: tuple[str, ...], limits: hardening.Ceilings) -> tuple[int, JobPaths, int]:
+    def _spawn(
+        self, job: Job, gpus: tuple[str, ...], limits: hardening.Ceilings, group: cgroups.Group | None
+    ) -> tuple[int, JobPaths, int]:
         self._count += 1
         paths = JobPaths(Path(self._tmp, "jobs", f"{self._count}"), self.copies.take())
         paths.base.mkdir(parents=True)
@@ -262,6 +281,8 @@ class Executor:
         if pid == 0:  # the child: never returns into the parent's code
 
             def child() -> int:
+                if group is not None:
+                    group.join()  # first: everything it allocates or starts is the kernel's to bound
                 for fd in (confined_read, *self._said, *self.warm.fds()):  # a sibling's is none of its business
                     os.close(fd)
                 # Before the project's code: no secret of the harness, no terminal, the ceilings, the log.

@@ -80,6 +80,12 @@ class JobExecutor(Protocol):
         ...
 
     @property
+    def ceilings(self) -> str:
+        """Which layer enforces the children's ceilings: "cgroup v1: ...", "polled: why", "" unknown (a cluster's
+        nodes each have their own)."""
+        ...
+
+    @property
     def default_jobs(self) -> int:
         """Children at once when neither --jobs nor [tool.dflash] jobs says: this executor's own capacity."""
         ...

@@ -95,6 +95,8 @@ def collect(
     """A forked child's `JobResult`, from how it ended (`exit_code` None: still running past `budget_s`; `breach`:
     the ceiling the executor ended it at) and what it left in `paths`."""
     data = json.loads(paths.result.read_text()) if exit_code == 0 and paths.result.is_file() else {}
+    if not breach[0]:  # its streams past their ceiling (a flood faster than the watch), however it ended
+        breach = ceilings.output(paths.streams, limits, exit_code)
     if not breach[0] and exit_code and not data:  # died: at its memory ceiling?
         breach = ceilings.died_at(peak, limits, exit_code)
     if not confined:  # it ran no gate: harness trouble, tried again, never a verdict

@@ -32,7 +32,7 @@ from verify.run.child.zygote import run_zygote
 from verify.run.config.settings import ProjectConfig
 from verify.run.execution.devices import child_environment
 from verify.run.execution.jobs import Job
-from verify.run.sandbox import hardening
+from verify.run.sandbox import cgroups, hardening
 from verify.run.sandbox.copies import CopyPool
 from verify.run.sandbox.inventory import Snapshot, diff, snapshot
 
@@ -161,9 +161,12 @@ class Zygotes:
                 self._poll(worker)
         return sum(w.state == "ready" for w in self.workers)
 
-    def take(self, job: Job, limits: hardening.Ceilings) -> tuple[int, JobPaths, int, int] | None:
+    def take(
+        self, job: Job, limits: hardening.Ceilings, group: cgroups.Group | None = None
+    ) -> tuple[int, JobPaths, int, int] | None:
         """(the job's child's pid, its paths, the read end of its "confined" pipe, its worker's pid), or None:
-        run it cold."""
+        run it cold. With a cgroup, the worker is in it while it forks the job's child, so the child is born there
+        (a confined worker could not move it) and the worker goes back once it has answered."""
         if not self.eligible(job):
             return None
         for starting in list(self.workers):
@@ -182,6 +185,8 @@ class Zygotes:
         confined_read, confined_write = os.pipe()
         reply = ""
         try:
+            if group is not None:
+                group.join(worker.pid)
             socket.send_fds(worker.sock, [message], [confined_write])
             if select.select([worker.sock], [], [], _REPLY_S)[0]:
                 reply = worker.sock.recv(4096).decode(errors="replace")
@@ -189,6 +194,8 @@ class Zygotes:
             reply = ""
         finally:
             os.close(confined_write)
+            if group is not None:
+                group.leave(worker.pid)
         if reply.startswith("hot "):
             worker.state = "busy"
             self.served += 1

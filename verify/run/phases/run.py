@@ -90,6 +90,7 @@ def run_verify(
     run.confinement = guard.confinement.describe()
     with guard, signals_as_interrupts(), open_executor(config, options.ray_address) as executor:
         run.nodes = executor.nodes  # on a cluster the children's confinement is each node's
+        run.ceilings = executor.ceilings
         ex = guard.watch(executor)
         run.num_jobs = options.jobs or config.jobs or executor.default_jobs
         run.baseline, coverage, run.self_check = run_pristine(ex, cache, tree, progress, run.num_jobs)

@@ -51,6 +51,7 @@ class RunState:
     lost: str = ""  # why the executor died mid-run (the run ended there), if it did
     harness_errors: tuple[str, ...] = ()
     confinement: str = ""  # what keeps children out of the user's files (verify.run.sandbox.confine)
+    ceilings: str = ""  # which layer enforces the children's ceilings (verify.run.sandbox.cgroups)
     nodes: tuple[tuple[str, str], ...] = ()  # (node, its children's confinement) on a cluster
     plans: dict[str, Planned] = dataclasses.field(default_factory=dict)  # every mutation a gate reaches
     num_jobs: int = 1  # children at once, in every phase
@@ -88,6 +89,7 @@ class RunState:
             first_kill=self.options.first_kill,
             confinement="; ".join(f"{node}: {what}" for node, what in self.nodes) or self.confinement,
             node_confinement=self.nodes,
+            ceilings=self.ceilings,
             jobs=self.num_jobs,
             counting=config.count,
         )

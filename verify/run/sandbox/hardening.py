@@ -75,14 +75,16 @@ def clean_environment(environ: Mapping[str, str]) -> dict[str, str]:
 class Ceilings:
     """What one child may take; 0 means no ceiling. `memory_bytes`: the resident memory of its whole tree
     (watched by the parent; here, each process's RLIMIT_DATA backstop is what it was forked with plus that);
-    `file_bytes`: the largest file; `processes`: its tree's size (watched by the parent, not here)."""
+    `file_bytes`: the largest file; `processes`: its tree's size (watched by the parent, not here);
+    `output_bytes`: what it writes to its streams over its job (`verify.run.child.streams`, and the parent)."""
 
     memory_bytes: int = 0
     file_bytes: int = 0
     processes: int = 0
+    output_bytes: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("memory_bytes", "file_bytes", "processes"):
+        for name in ("memory_bytes", "file_bytes", "processes", "output_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"ceiling {name} must be an integer >= 0, got {value!r}")

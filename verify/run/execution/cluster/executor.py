@@ -102,6 +102,11 @@ class RayExecutor:
         """(node, the confinement its children get) for every node the preflight probed."""
         return self._nodes
 
+    @property
+    def ceilings(self) -> str:
+        """Each node's fork executor has its own: not known here."""
+        return ""
+
     def run(
         self, jobs: Sequence[Job], num_jobs: int, on_done: Callable[[JobResult], None] | None = None
     ) -> list[JobResult]:
