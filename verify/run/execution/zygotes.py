@@ -161,9 +161,9 @@ class Zygotes:
                 self._poll(worker)
         return sum(w.state == "ready" for w in self.workers)
 
-    def take(self, job: Job, limits: hardening.Ceilings) -> tuple[int, JobPaths, int, int] | None:
+    def take(self, job: Job, limits: hardening.Ceilings, key: bytes = b"") -> tuple[int, JobPaths, int, int] | None:
         """(the job's child's pid, its paths, the read end of its "confined" pipe, its worker's pid), or None:
-        run it cold."""
+        run it cold. `key` seals the job's journal (`verify.run.child.journal`)."""
         if not self.eligible(job):
             return None
         for starting in list(self.workers):
@@ -174,7 +174,7 @@ class Zygotes:
             self._count += 1
             paths = JobPaths(worker.base / "jobs" / f"{self._count}", worker.copy)
             environment = child_environment(self.config.device)
-            message = pickle.dumps((job, paths, limits, environment))
+            message = pickle.dumps((job, paths, limits, environment, key))
         if worker is None or len(message) > _MAX_MESSAGE:
             self.cold += 1
             return None
