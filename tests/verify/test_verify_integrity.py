@@ -170,3 +170,18 @@ def test_max_job_s_caps_a_jobs_budget(tmp_path, cli, hostile_project) -> None:
     assert "past max_job_s = 3s" in sleeps.reason
     assert sleeps.attempts == 2 and sleeps.duration_s < 2 * (3.0 + 5.0), sleeps
     assert results["assertion-kill"].status is Status.KILLED  # a quick job is not touched by the cap
+
+
+def test_gates_whose_own_conftest_rewrites_pytests_reporting_are_refused_naming_it(tmp_path, cli, hostile_project):
+    # Not a mutant's doing: the unmutated gates themselves. No child's report could be trusted, so the run stops
+    # at the baseline (exit 3) instead of judging any mutant.
+    root = _project(hostile_project, tmp_path / "p", ["assertion-kill"])
+    (root / "tests" / "gates" / "conftest.py").write_text(
+        "from _pytest.reports import TestReport\n\n"
+        "_original = TestReport.from_item_and_call.__func__\n"
+        "TestReport.from_item_and_call = classmethod(lambda cls, item, call: _original(cls, item, call))\n"
+    )
+    result = cli("--project", str(root), "--jobs", "2")
+    assert result.exit_code == 3, result.output
+    words = " ".join(result.output.split())
+    assert "changed the harness's reporting path" in words and "TestReport.from_item_and_call" in words, words

@@ -1,20 +1,23 @@
-"""The journal's sealed records and "current gate" line, the parent's deadline over it, the job budget's cap and
-the integrity snapshot: plain records and a real pytest session, no executor."""
+"""The journal's sealed records and "current gate" line, the parent's deadline over it, the job budget's cap, the
+integrity snapshot and the verdict a tampering gets: plain records and a real pytest session, no executor."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
 import _pytest.reports
 import pytest
 
-from verify.report.verdict import Outcome
+from verify.report.decode import result_from_dict
+from verify.report.verdict import GateOutcome, Outcome, Status
 from verify.run.child.integrity import Snapshot
 from verify.run.child.journal import Journal, Reader, new_key, read_journal
 from verify.run.child.recorder import Recorder
 from verify.run.config.settings import ConfigError, ProjectConfig
 from verify.run.execution.overtime import GateClock, job_budget, limit_s
+from verify.run.phases.judge import tampered, verdict
 
 GATES = """import time
 
@@ -203,3 +206,19 @@ def test_a_reader_fed_while_the_child_writes_reads_each_line_once(tmp_path) -> N
     journal.write({"started": "b"})
     assert [r.get("started", r.get("gate_id")) for r in reader.feed()] == ["a", "b"]
     assert reader.entries.started == ["a", "b"] and reader.entries.tampered == ""
+
+
+def test_a_tampered_result_is_an_error_naming_it_whatever_its_gates_said() -> None:
+    outcomes = (
+        GateOutcome("g", Outcome.ASSERTION, 0.1, "AssertionError", "boom"),
+        GateOutcome("h", Outcome.PASSED, 0.1),
+    )
+    killed = verdict("m", outcomes, ("g", "h"), 0.2, 1)
+    assert killed.status is Status.KILLED
+    result = tampered(killed, "_pytest.reports.TestReport.from_item_and_call")
+    assert (result.status, result.killed_by, result.tampered) == (
+        Status.ERROR, (), "_pytest.reports.TestReport.from_item_and_call"
+    )  # fmt: skip
+    assert result.reason == "tampered with the harness: _pytest.reports.TestReport.from_item_and_call"
+    assert not result.status.is_final  # never cached: the next run tries it again
+    assert result_from_dict(json.loads(json.dumps(dataclasses.asdict(result)))) == result

@@ -167,7 +167,8 @@ class Executor:
                     self._said.add(said)
                     started, scales = time.monotonic(), [ceilings.load_scale()]
                     running[pid] = _Running(job, paths, started, scales, gpus, limits, said, exits.pidfd(pid), worker)
-                    running[pid].key, running[pid].clock = key, GateClock(paths.journal, dict(job.deadlines), key)
+                    clock = GateClock(paths.journal, dict(job.deadlines), key) if job.deadlines else None
+                    running[pid].key, running[pid].clock = key, clock
                     running[pid].max_s = 0.0 if ceilings.harness_job(job.key) else self.config.max_job_s
                 if time.monotonic() - last_watch > _WATCH_S:
                     last_watch = time.monotonic()
