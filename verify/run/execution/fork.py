@@ -7,9 +7,8 @@ by an earlier child (`verify.run.sandbox.copies`), and journals its gates as the
 hardened (`verify.run.sandbox.hardening`). A job a warm worker can serve (`verify.run.execution.zygotes`) gets its
 child from it instead, already past pytest's start-up and collection; that child is this parent's child too,
 watched, ended and reaped as one forked here. The parent keeps up to N children alive, ends one past its budget (scaled
-by the machine's load less the job's own, at most `max_job_s`), one whose current gate ran past its deadline
-however it treats signals (`verify.run.execution.overtime`), or one past a ceiling
-(`verify.run.execution.ceilings`), ends everything a job
+by the machine's load less the job's own, at most `max_job_s`) or its current gate's deadline however it treats
+signals (`verify.run.execution.overtime`), or past a ceiling (`verify.run.execution.ceilings`), ends everything a job
 started however it ended (the parent is the subreaper of what a child leaves), and turns what a child left
 behind into one outcome per gate: what finished, what was running when it hung or died, and what never ran.
 On SIGINT or SIGTERM every child is killed and the finished results are returned. With `device = "cuda"`
@@ -34,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from verify.run.child import integrity
 from verify.run.child.job import JobPaths, end_child, prime, run_child, warm_pytest
 from verify.run.child.journal import new_key
 from verify.run.config.project import project_files
@@ -124,6 +124,7 @@ class Executor:
             check_cuda_untouched()  # on the CPU, children never touch CUDA, whatever the parent did
         warm_pytest(Path(self._tmp, "warm"))
         prime(self.config.root)
+        integrity.prime()  # what every child's harness check compares against, taken once
         # What a child leaves behind comes back here (on a Ray node too) and is ended after every job.
         self._keep, self._was_subreaper = reaper.children(), reaper.is_subreaper()
         reaper.become_subreaper()
@@ -181,8 +182,7 @@ class Executor:
                         if sample:
                             entry.scales.append(ceilings.load_scale(own=reaper.running_tasks(processes)))
                         if not entry.breach[0] and not entry.overdue and entry.clock is not None:
-                            entry.clock.watch()  # SIGKILL, which it cannot block, past its gate's deadline
-                            entry.overdue = entry.clock.overdue(max(entry.scales))
+                            entry.overdue = entry.clock.overdue(max(entry.scales))  # SIGKILL: it cannot block it
                             if entry.overdue:
                                 reaper.end_tree(pid)
                 if not self._reap(running, done, on_done):

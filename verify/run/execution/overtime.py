@@ -68,10 +68,12 @@ class GateClock:
             self.gate, self.since = gate, now
 
     def overdue(self, scale: float, now: float | None = None) -> str:
-        """Why the child is to be ended now (its current gate past its limit under the load `scale`), or ""."""
+        """Why the child is to be ended now (its current gate past its limit under the load `scale`), or "", once
+        what the journal gained is read."""
+        now = time.monotonic() if now is None else now
+        self.watch(now)
         if not self.gate:
             return ""
-        now = time.monotonic() if now is None else now
         deadline = self.deadlines[self.gate]
         elapsed, limit = now - self.since, limit_s(deadline, scale)
         if elapsed <= limit:
