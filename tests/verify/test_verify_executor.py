@@ -246,12 +246,12 @@ def test_a_hanging_gate_ends_at_its_own_deadline_and_the_child_moves_on(toy_copy
     }
 
 
-def test_a_gate_hung_with_every_signal_blocked_is_ended_by_the_parent_at_its_deadline(toy_copy, monkeypatch) -> None:
+@pytest.mark.parametrize("warm", [False, True], ids=["fresh-child", "warm-worker"])
+def test_a_gate_hung_with_every_signal_blocked_is_ended_by_the_parent_at_its_deadline(toy_copy, warm) -> None:
     """The child's own alarm cannot end a gate whose code blocks and ignores every catchable signal: the parent,
     timing the gate from the child's journal, kills the child with SIGKILL past the gate's deadline x load plus its
     margin, long before the job's budget (an hour). The gates before it keep their outcomes; the ones after never
-    ran. Run in a fresh child (no warm worker): the hostile CLI tests run the warm path."""
-    monkeypatch.setenv("DFLASH_WARM", "off")
+    ran. In a fresh child, and in one a warm worker forked (handed to the executor, watched the same way)."""
     root = toy_copy()
     deaf = (
         "import signal, time\n"
@@ -271,9 +271,13 @@ def test_a_gate_hung_with_every_signal_blocked_is_ended_by_the_parent_at_its_dea
     job = Job("deaf", gates, 3600.0, hang, deadlines=tuple((g, 0.5) for g in gates))
     load = load_scale()
     with Executor(load_config(root)) as executor:
+        if warm:  # the first batch starts the workers
+            executor.run([Job("warm-up", (TEST_MUL,), 30.0)], 1)
+            assert executor.warm.ready(60.0) == 1
         started = time.monotonic()
         [result] = executor.run([job], 1)
         elapsed = time.monotonic() - started
+        assert executor.warm.served == int(warm)
     load = max(load, load_scale())
     assert result.state == "timeout", result
     outcomes = {o.gate_id: (o.outcome, o.exc_type) for o in result.outcomes}
