@@ -1,17 +1,17 @@
 """The harness's code inside a child, checked against what it loaded: a mutant that rewrites how a gate's outcome
 is reported must not turn its kill into a pass unnoticed.
 
-A `Snapshot` is taken when the recorder is made, before any of the mutant's code is imported (a warm worker's
-job child: before any swapped function runs). It holds, by identity, every function and class of the modules a
-verdict passes through: pytest's reporting path (`TestReport.from_item_and_call`, `CallInfo.from_call`, the
-runner's `call_and_report` and `runtestprotocol`, the skipping and python plugins' hooks, the session's loop),
-pluggy's hook calling, the json and hmac code the journal seals with, and the recorder's, journal's and this
-module's own: each function with its code, defaults and closure, each class with its methods (a method added
-to shadow an inherited one counts, from the moment the gates start: pytest's own plugins add to its classes while
-it configures itself; `_PYTESTS_OWN` are the two properties its legacypath plugin sets anew in every session).
-Once the gates start it adds the hook implementations the verdict depends on (`HOOKS`: which plugins, which
-functions, in which order) and the recorder's own state (its type, the containers of its red and finished
-gates, nothing set on it to shadow a method). `changed` names whatever
+A `Snapshot` is taken before any of the mutant's code is imported: once in the executor before it forks
+(`prime`; every child inherits it), else when the recorder is made. It holds, by identity, every function and
+class of the modules a verdict passes through: pytest's reporting path (`TestReport.from_item_and_call`,
+`CallInfo.from_call`, the runner's `call_and_report` and `runtestprotocol`, the skipping and python plugins'
+hooks, the session's loop), pluggy's hook calling, the json and hmac code the journal seals with, and the
+recorder's, journal's and this module's own: each function with its code, defaults and closure, each class with
+its methods. Once the gates start it adds what each of those namespaces holds (from then on a name added, say a
+method to shadow an inherited one, counts: pytest's own plugins add to its classes while it configures itself),
+the hook implementations the verdict depends on (`HOOKS`: which plugins, which functions, in which order) and
+the recorder's own state (its type, the containers of its red and finished gates, nothing set on it to shadow a
+method). `_UNWATCHED` are the few names it holds that are on no verdict's path. `changed` names whatever
 differs; the recorder calls it after each gate and at the session's end, journals what it found and ends the
 child, and the job is `error`, naming it.
 
@@ -37,9 +37,13 @@ _MODULES = (
     "json.encoder", "hmac", "verify.report.verdict", "verify.report.decode", "verify.run.child.recorder",
     "verify.run.child.journal", "verify.run.child.deadline", "verify.run.child.evidence", __name__,
 )  # fmt: skip
-# Set anew by pytest's own legacypath plugin whenever a session configures itself (and undone at its end), and on
-# no verdict's path: a py.path view of a node's path and the session's start folder.
-_PYTESTS_OWN = frozenset({"_pytest.nodes.Node.fspath", "_pytest.main.Session.startdir"})
+# Held by these modules and on no verdict's path, and changed by code that is not a mutant's: two properties
+# pytest's own legacypath plugin sets anew whenever a session configures itself (a py.path view of a node's path,
+# the session's start folder), and the encoder's fallback for objects JSON cannot write, which projects patch to
+# write their own types (the journal writes only strings and numbers).
+_UNWATCHED = frozenset(
+    {"_pytest.nodes.Node.fspath", "_pytest.main.Session.startdir", "json.encoder.JSONEncoder.default"}
+)
 # The hooks whose implementations run a gate and report it; the recorder's own among them.
 HOOKS = (
     "pytest_runtest_protocol", "pytest_runtest_setup", "pytest_runtest_call", "pytest_runtest_teardown",
@@ -109,7 +113,7 @@ class Snapshot:
         space = vars(cls)  # a live view, as a module's dict is
         self._spaces.append((label, space))
         for key, value in vars(cls).items():
-            if f"{label}.{key}" in _PYTESTS_OWN:
+            if f"{label}.{key}" in _UNWATCHED:
                 continue
             if isinstance(value, types.FunctionType | classmethod | staticmethod | property):
                 self._marks.append((f"{label}.{key}", space, key, _mark(value)))
@@ -144,7 +148,7 @@ class Snapshot:
                 found.append(label)
         for label, space, keys in self._names:
             added = sorted(
-                k for k, v in space.items() if k not in keys and _is_code(v) and f"{label}.{k}" not in _PYTESTS_OWN
+                k for k, v in space.items() if k not in keys and _is_code(v) and f"{label}.{k}" not in _UNWATCHED
             )
             found += [f"{label}.{key} (added)" for key in added]
         for name, holder, impls in self._hooks:
