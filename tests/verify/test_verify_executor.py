@@ -13,7 +13,9 @@ from verify.report.verdict import MutationResult, Status
 from verify.run.config.catalog import load_mutations
 from verify.run.config.project import project_files
 from verify.run.config.settings import ConfigError, load_config
+from verify.run.execution.ceilings import load_scale
 from verify.run.execution.fork import Executor, Job
+from verify.run.execution.overtime import limit_s
 from verify.run.phases import cache as cache_mod
 from verify.run.phases.cache import ResultCache, tree_digest
 from verify.run.phases.checks import run_pristine
@@ -242,3 +244,45 @@ def test_a_hanging_gate_ends_at_its_own_deadline_and_the_child_moves_on(toy_copy
         TEST_MUL: ("not-run", "AfterTimeout"),
         more: ("passed", ""),
     }
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["fresh-child", "warm-worker"])
+def test_a_gate_hung_with_every_signal_blocked_is_ended_by_the_parent_at_its_deadline(toy_copy, warm) -> None:
+    """The child's own alarm cannot end a gate whose code blocks and ignores every catchable signal: the parent,
+    timing the gate from the child's journal, kills the child with SIGKILL past the gate's deadline x load plus its
+    margin, long before the job's budget (an hour). The gates before it keep their outcomes; the ones after never
+    ran. In a fresh child, and in one a warm worker forked (handed to the executor, watched the same way)."""
+    root = toy_copy()
+    deaf = (
+        "import signal, time\n"
+        "    catchable = set(signal.Signals) - {signal.SIGKILL, signal.SIGSTOP}\n"
+        "    signal.pthread_sigmask(signal.SIG_BLOCK, catchable)\n"
+        "    for signum in catchable:\n"
+        "        try:\n"
+        "            signal.signal(signum, signal.SIG_IGN)\n"
+        "        except (OSError, ValueError):\n"
+        "            pass\n"
+        "    while True:\n"
+        "        time.sleep(3600)"
+    )
+    hang = _override(root, "return a - b", deaf)
+    add = "tests/gates/test_arith.py::test_add"
+    gates = (add, TEST_SUB, TEST_MUL)
+    job = Job("deaf", gates, 3600.0, hang, deadlines=tuple((g, 0.5) for g in gates))
+    load = load_scale()
+    with Executor(load_config(root)) as executor:
+        if warm:  # the first batch starts the workers
+            executor.run([Job("warm-up", (TEST_MUL,), 30.0)], 1)
+            assert executor.warm.ready(60.0) == 1
+        started = time.monotonic()
+        [result] = executor.run([job], 1)
+        elapsed = time.monotonic() - started
+        assert executor.warm.served == int(warm)
+    load = max(load, load_scale())
+    assert result.state == "timeout", result
+    outcomes = {o.gate_id: (o.outcome, o.exc_type) for o in result.outcomes}
+    assert outcomes == {add: ("passed", ""), TEST_SUB: ("timeout", "Timeout"), TEST_MUL: ("not-run", "NotRun")}
+    assert "ended by the executor" in result.reason and result.tampered == ""
+    # Its start and the gate before it, then the deadline x load (taken at twice the worse of the load before and
+    # after) with the margin: far below the job's budget.
+    assert elapsed < limit_s(0.5, 2 * load) + 15.0, (elapsed, load)

@@ -33,6 +33,7 @@ def result_from_dict(data: dict[str, Any]) -> MutationResult:
         cached=bool(data.get("cached", False)),
         attempts=int(data.get("attempts", 1)),
         crash_kind=str(data.get("crash_kind", "")),
+        tampered=str(data.get("tampered", "")),
     )
 
 

@@ -60,9 +60,11 @@ class Status(StrEnum):
     KILLED = "killed"  # some gate red by assertion or refusal
     CAUGHT = "caught"  # otherwise some gate red by a declared invariant
     CRASHED = "crashed"  # otherwise red only by other exceptions, a signal or an exit (confirmed twice)
-    TIMEOUT = "timeout"  # otherwise a gate hung past twice its budget (confirmed twice)
+    TIMEOUT = "timeout"  # otherwise a gate hung past its deadline (confirmed twice)
     SURVIVED = "survived"  # every gate that reaches the mutated lines ran and stayed green
-    ERROR = "error"  # the harness could not get a verdict (a gate did not run, twice; red once only)
+    # the harness could not get a verdict (a gate did not run, twice; red once only; the mutant tampered with the
+    # harness: `tampered` says how)
+    ERROR = "error"
     STALE = "stale"  # the anchor no longer matches exactly once, or the mutant does not compile
     EQUIVALENT = "equivalent"  # declared equivalent everywhere (sweeps): not a test gap
     UNCOVERED = "uncovered"  # declared unobservable on this machine (a CUDA-only line on a CPU run)
@@ -124,6 +126,9 @@ class MutationResult:
     attempts: int = 1  # children it took: a second one confirms a crash or timeout, or retries a not-run gate
     # A crash past a ceiling: "memory", "processes", "disk", "output" (verify.report.crashes); else "".
     crash_kind: str = ""
+    # What the mutant changed of the harness (pytest's reporting path, the recorder, the journal's seals) when a
+    # child found it: the status is then error, never a verdict about the gates; else "".
+    tampered: str = ""
 
     @property
     def red_by_check(self) -> tuple[str, ...]:

@@ -34,8 +34,9 @@ A job's path, process by process:
            child when the middle one exits (born in its cgroup: the worker is in it while it forks): its own
            confinement, ceilings, log and capture files, the mutated functions' code swapped in (child.hotswap),
            then pytest runs only its gates with child.recorder, as above
-      <- parent reads the journal and result.json into a JobResult (execution.remains.collect), kills the
-         child's process group past its budget
+      <- parent reads the journal (sealed, child.journal) and result.json into a JobResult
+         (execution.remains.collect), kills the child's process group past its budget or past its current gate's
+         deadline, whatever the child does with signals (execution.overtime)
 
     Ray executor (`--executor ray`)
       CLI process (the driver): phases.run -> execution.choice -> execution.cluster.executor.RayExecutor

@@ -172,6 +172,7 @@ def run_child(
     confined: bool = False,
     confined_fd: int = -1,
     load_scale: Callable[[], float] = lambda: 1.0,
+    key: bytes = b"",
 ) -> int:
     """The child's body; returns its exit code, unless it ends the process itself as soon as its result is
     written (a run without coverage, from pytest's end of session: `end_child`). `job` is a
@@ -179,7 +180,8 @@ def run_child(
     gates (None: it runs them all); `confined` says that its parent found Landlock, so this child runs nothing
     unless it is confined too; `confined_fd` (a pipe's write end, or -1) gets one byte once it is, and is
     closed either way before any gate; `load_scale` is the executor's measure of the load, which stretches
-    each gate's deadline (passed in: the child imports no executor)."""
+    each gate's deadline (passed in: the child imports no executor); `key` seals its journal
+    (`verify.run.child.journal`)."""
     # Before any of the project's code runs, and while this process has one thread: every later thread and
     # process inherits the restriction. Never unconfined where confinement was expected: no gate runs.
     try:
@@ -212,7 +214,7 @@ def run_child(
 
     recorder = Recorder(
         paths.journal, config.invariant_errors, cov, job.force_fail, job.stop_after, claims, dict(job.deadlines),
-        load_scale, end_now if cov is None else None,
+        load_scale, end_now if cov is None else None, key,
     )  # fmt: skip
     # Excluded files are absent from the copy (`verify.run.config.project`), so only `pytest_args` is added here.
     args = [*(job.gate_ids or config.gates), *config.marker_args, "-p", "no:cacheprovider", "-q", *config.pytest_args]

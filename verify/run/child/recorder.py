@@ -9,33 +9,43 @@ gate's start is journalled too, so the parent knows what finished and what was r
 dies or is killed. In first-kill mode it ends the session once a gate's own check fired and every gate it
 must run has finished. It optionally switches coverage.py's dynamic context per test, can force every gate
 red for the harness self-check, and can share one run of the gates with sibling children through a claims
-folder: each gate file goes to whichever child claims it first. `read_journal` reads a journal back for the
-parent. It knows nothing of mutations or forking.
+folder: each gate file goes to whichever child claims it first. The parent reads the journal back with
+`verify.run.child.journal.read_journal`. It knows nothing of mutations or forking.
 
 Each gate may have its own deadline (its baseline time times the project's factor, stretched by the load
 measured at its start and when it runs out): a gate still running then is ended by a `GateTimeout` raised in
 it, journalled as a timeout, and the child moves on, so a hanging mutant costs one gate's deadline, not its
 whole job's budget. The rest of that gate's file is not run in this child (its module fixtures may be left
 mid-operation by the interrupted gate; pytest tears them down before the next file), and journalled not-run.
+A gate's start is journalled with when and its deadline, so its parent can end a child whose gate runs past it
+however the child treats signals (`verify.run.execution.overtime`).
+
+The journal's lines are sealed (`verify.run.child.journal`), and after each gate and at the session's end the
+recorder checks that pytest's reporting path and its own code and state are what the run loaded
+(`verify.run.child.integrity`): a change is journalled and ends the child at once, with `TAMPERED_EXIT`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import json
 import os
+import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from verify.report.decode import outcome_from_dict
-from verify.report.verdict import GateOutcome, Outcome
+from verify.report.verdict import Outcome
 from verify.run.child.deadline import GateDeadlines, GateTimeout
 from verify.run.child.evidence import stated_p_value
+from verify.run.child.integrity import Snapshot
+from verify.run.child.journal import Journal
 
-__all__ = ["GateTimeout", "MutantInterrupt", "Recorder", "classify", "read_journal"]
+__all__ = ["TAMPERED_EXIT", "GateTimeout", "MutantInterrupt", "Recorder", "classify"]
+
+TAMPERED_EXIT = 75  # the harness's code or state changed under the gates: the child ended at once (EX_TEMPFAIL)
 
 
 # pytest's exit statuses for a session that ran: every gate passed, some failed, or none was collected.
@@ -73,8 +83,9 @@ class Recorder:
         deadlines: Mapping[str, float] | None = None,
         load_scale: Callable[[], float] = lambda: 1.0,
         on_session_end: Callable[[int], None] | None = None,
+        key: bytes = b"",
     ) -> None:
-        self.journal = journal
+        self.journal = Journal(journal, key)  # `key`: the job's, from its parent (b"": unsealed)
         # Called with pytest's exit status once the gates are over, before pytest's own end of session.
         self.on_session_end = on_session_end
         self.invariant_errors = tuple(invariant_errors)
@@ -99,13 +110,25 @@ class Recorder:
         # Per-gate deadlines on an idle machine (seconds); a gate without one runs under the job's budget only.
         self.deadlines = GateDeadlines(deadlines, load_scale)
         self._timed_out_file = ""  # a file whose gate timed out: the rest of it is not run in this child
+        # Last: what the run loaded, before any of the mutant's code is imported (a warm job child's swapped
+        # functions have not run yet either).
+        self.integrity = Snapshot()
 
     def _write(self, record: dict[str, Any]) -> None:
-        # Closed at once, so the line is in the kernel's page cache, where the parent reads it however this child
-        # ends (a SIGKILL included). No fsync: it guards only against the machine going down, which loses the run
-        # anyway, and it cost ~3.5 ms a record on a busy disk, two records a gate, every gate of every child.
-        with open(self.journal, "a") as journal:
-            journal.write(json.dumps(record) + "\n")
+        self.journal.write(record)
+
+    def _check_integrity(self) -> None:
+        """End the child at once, the change journalled, if the harness's code or state is not what it loaded."""
+        changed = self.integrity.changed()
+        if not changed:
+            return
+        what = ", ".join(changed[:5]) + (f" (and {len(changed) - 5} more)" if len(changed) > 5 else "")
+        try:
+            self._write({"tampered": what})
+        finally:
+            with contextlib.suppress(OSError):  # its log, where a death's last words are read
+                os.write(2, f"dflash-verify: the harness's code changed under the gates: {what}\n".encode())
+            os._exit(TAMPERED_EXIT)
 
     def _switch(self, context: str) -> str:
         previous, self._context = self._context, context
@@ -155,7 +178,9 @@ class Recorder:
             why = f"not run in this child: a gate of {self._timed_out_file} before it timed out"
             self._finish(item.nodeid, Outcome.NOT_RUN, "AfterTimeout", why)
             return
-        self._write({"started": item.nodeid})
+        self.integrity.gates_start(item.config.pluginmanager, self)  # once: every plugin and conftest is in
+        deadline = self.deadlines.deadlines.get(item.nodeid)
+        self._write({"started": item.nodeid, "at": time.monotonic(), "deadline_s": deadline})
         self._switch(item.nodeid)
         self.deadlines.arm(item.nodeid)
         try:
@@ -165,6 +190,7 @@ class Recorder:
         self._switch("")
         if item.nodeid not in self._done:  # the protocol ended without a call-phase verdict
             self._finish(item.nodeid, Outcome.NOT_RUN, "NotRun", "the gate's protocol ended without running it")
+        self._check_integrity()
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Any:
@@ -257,6 +283,7 @@ class Recorder:
         # Every gate's outcome is in the journal by now. What pytest does after this (its summary, the teardown of
         # fixtures a first kill left set up, the unconfigure hooks, a full garbage collection) decides nothing,
         # and cost ~7 ms a child; a session pytest could not run is left to end its own way, its words in the log.
+        self._check_integrity()
         if self.on_session_end is not None and int(exitstatus) in _SESSION_RAN:
             self.on_session_end(int(exitstatus))
 
@@ -266,24 +293,3 @@ class Recorder:
             lines = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
             why = lines[-1] if lines else (text.strip().splitlines() or [""])[-1]
             self.collect_errors.append((report.nodeid or "<collection>", why[:200]))
-
-
-def read_journal(path: Path) -> tuple[list[str], dict[str, GateOutcome], bool]:
-    """(gates started, gates finished, whether the child stopped on purpose at a first kill)."""
-    started: list[str] = []
-    finished: dict[str, GateOutcome] = {}
-    stopped = False
-    if not path.is_file():
-        return started, finished, stopped
-    for line in path.read_text(errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut short by a kill
-        if "started" in record:
-            started.append(record["started"])
-        elif "stopped" in record:
-            stopped = True
-        else:
-            finished[record["gate_id"]] = outcome_from_dict(record)
-    return started, finished, stopped

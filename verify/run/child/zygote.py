@@ -122,7 +122,7 @@ class _Warm:
                 return True
             if not message:
                 return True  # the executor is done with this worker
-            job, paths, limits, environment = pickle.loads(message)
+            job, paths, limits, environment, key = pickle.loads(message)
             chosen = self._choose(job)
             if isinstance(chosen, str):
                 for fd in fds:
@@ -142,7 +142,7 @@ class _Warm:
                 if child == 0:  # the job's child: back into pytest, which runs its gates
                     try:
                         os.close(say)
-                        self._become(session, job, paths, limits, environment, fds[0], *chosen)
+                        self._become(session, job, paths, limits, environment, fds[0], key, *chosen)
                     except BaseException:
                         with contextlib.suppress(BaseException):
                             os.write(2, traceback.format_exc().encode())
@@ -196,7 +196,7 @@ class _Warm:
 
     def _become(
         self, session: pytest.Session, job: Any, paths: JobPaths, limits: Any, environment: Any, confined_fd: int,
-        items: list[pytest.Item], swaps: list[tuple[Any, str, str, tuple[hotswap.Swap, ...]]],
+        key: bytes, items: list[pytest.Item], swaps: list[tuple[Any, str, str, tuple[hotswap.Swap, ...]]],
     ) -> None:  # fmt: skip
         """The job's child, before its gates: what `verify.run.execution.fork` gives a child, then the mutant."""
         self.sock.close()
@@ -241,7 +241,7 @@ class _Warm:
         self.job = (job, paths)
         self.recorder = Recorder(
             paths.journal, self.config.invariant_errors, None, job.force_fail, job.stop_after, None,
-            dict(job.deadlines), self.load_scale, self._end,
+            dict(job.deadlines), self.load_scale, self._end, key,
         )  # fmt: skip
         self.recorder._session = session
         self.recorder.order = [item.nodeid for item in items]

@@ -75,6 +75,11 @@ class ProjectConfig:
     )  # fmt: skip
     timeout_min_s: float = _key(10.0, "The least budget, in seconds, a mutant's gates get.")
     baseline_timeout_s: float = _key(1800.0, "The budget, in seconds, of the unmutated baseline run of the gates.")
+    max_job_s: float = _key(
+        0.0, "The most, in seconds of wall time, one mutant's child may run, whatever its budget (timeout_factor x "
+        "its gates' baseline time x the load); past it the mutant is `timeout`. The harness's own children (the "
+        "baseline, the flake check) are not capped. 0: no cap.",
+    )  # fmt: skip
     memory_factor: float = _key(
         4.0, "A mutant's child may take this many times the memory the unmutated gates' child took (at least "
         "memory_min_mb, at most the machine's memory divided by the children running at once); past it the "
@@ -221,7 +226,7 @@ class ProjectConfig:
 
 _LIST_KEYS = (*STRING_LISTS, "required", "writable")
 _SCALAR_KEYS: tuple[str, ...] = ("gate_marker", "jobs", "timeout_factor", "timeout_min_s", "baseline_timeout_s")
-_SCALAR_KEYS += ("memory_factor", "memory_min_mb", "processes_max", "file_max_mb", "output_max_mb")
+_SCALAR_KEYS += ("max_job_s", "memory_factor", "memory_min_mb", "processes_max", "file_max_mb", "output_max_mb")
 _SCALAR_KEYS += ("flake_reruns", "executor", "device", "observe", "count", "conclusive_p_value")
 _TABLE_KEYS = ("job_resources",)
 

@@ -103,8 +103,8 @@ def check_values(config: Any) -> None:
         value = getattr(config, name)
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
             raise ConfigError(f"[tool.dflash] {name} must be a positive number, got {value!r}")
-    for name, kind in (("memory_factor", int | float), ("memory_min_mb", int), ("processes_max", int),
-                       ("file_max_mb", int), ("output_max_mb", int)):  # fmt: skip
+    for name, kind in (("max_job_s", int | float), ("memory_factor", int | float), ("memory_min_mb", int),
+                       ("processes_max", int), ("file_max_mb", int), ("output_max_mb", int)):  # fmt: skip
         if isinstance(value := getattr(config, name), bool) or not isinstance(value, kind) or not 0 <= value < 1e18:
             raise ConfigError(f"[tool.dflash] {name} must be a finite number >= 0, got {value!r}")
     check_writable(config.root, config.writable, ConfigError)

@@ -1,4 +1,5 @@
 """How jobs reach children: the job and result records with the executor interface (jobs), the warm-parent fork
-executor (fork), which GPUs a child gets (devices), SIGINT/SIGTERM as interrupts, the Ray executor (cluster/)
+executor (fork), the parent's deadline over a child's current gate and the job's budget (overtime), which GPUs a
+child gets (devices), SIGINT/SIGTERM as interrupts, the Ray executor (cluster/)
 and the one place that picks an executor (choice). May import `child`, `config` and `sandbox`; never a phase.
 """

@@ -7,7 +7,8 @@ by an earlier child (`verify.run.sandbox.copies`), and journals its gates as the
 hardened (`verify.run.sandbox.hardening`). A job a warm worker can serve (`verify.run.execution.zygotes`) gets its
 child from it instead, already past pytest's start-up and collection; that child is this parent's child too,
 watched, ended and reaped as one forked here. The parent keeps up to N children alive, ends one past its budget (scaled
-by the machine's load less the job's own) or past a ceiling (`verify.run.execution.ceilings`), ends everything a job
+by the machine's load less the job's own, at most `max_job_s`) or its current gate's deadline however it treats
+signals (`verify.run.execution.overtime`), or past a ceiling (`verify.run.execution.ceilings`), ends everything a job
 started however it ended (the parent is the subreaper of what a child leaves), and turns what a child left
 behind into one outcome per gate: what finished, what was running when it hung or died, and what never ran.
 On SIGINT or SIGTERM every child is killed and the finished results are returned. With `device = "cuda"`
@@ -32,12 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from verify.run.child import integrity
 from verify.run.child.job import JobPaths, end_child, prime, run_child, warm_pytest
+from verify.run.child.journal import new_key
 from verify.run.config.project import project_files
 from verify.run.config.settings import ProjectConfig
 from verify.run.execution import ceilings, exits
 from verify.run.execution.devices import DevicePool, check_cuda_untouched, child_environment, visible_devices
 from verify.run.execution.jobs import Job, JobResult
+from verify.run.execution.overtime import GateClock, job_budget
 from verify.run.execution.remains import collect
 from verify.run.execution.zygotes import Zygotes
 from verify.run.sandbox import cgroups, hardening, reaper
@@ -67,10 +71,14 @@ class _Running:
     worker: int = 0  # the warm worker that forked it (`verify.run.execution.zygotes`); 0: forked here
     breach: tuple[str, str] = ("", "")  # (exc_type, why) when the parent ended it past a ceiling
     group: cgroups.Group | None = None  # its cgroup, where the kernel enforces its ceilings (None: polled only)
+    key: bytes = b""  # its journal's seal (`verify.run.child.journal`)
+    clock: GateClock | None = None  # its current gate's deadline, kept here
+    max_s: float = 0.0  # [tool.dflash] max_job_s for a mutant's job (0: no cap)
+    overdue: str = ""  # why the parent ended it past its current gate's deadline or max_job_s
 
     @property
     def budget_s(self) -> float:
-        return self.job.timeout_s * (sum(self.scales) / len(self.scales))
+        return job_budget(self.job.timeout_s, sum(self.scales) / len(self.scales), self.max_s)
 
 
 class Executor:
@@ -124,6 +132,7 @@ class Executor:
             check_cuda_untouched()  # on the CPU, children never touch CUDA, whatever the parent did
         warm_pytest(Path(self._tmp, "warm"))
         prime(self.config.root)
+        integrity.prime()  # what every child's harness check compares against, taken once
         # What a child leaves behind comes back here (on a Ray node too) and is ended after every job.
         self._keep, self._was_subreaper = reaper.children(), reaper.is_subreaper()
         reaper.become_subreaper()
@@ -162,14 +171,18 @@ class Executor:
                     gpus = self._pool.acquire() if self._pool is not None else -1
                     limits = ceilings.for_child(self.config, job.key, (num_jobs, self._slots), self._peak)
                     devices = self._pool.devices(gpus) if self._pool is not None else ()
+                    key = new_key()
                     group = self.groups.make(limits.memory_bytes, limits.processes)
-                    hot = self.warm.take(job, limits, group) if gpus < 0 else None
-                    pid, paths, said, worker = hot or (*self._spawn(job, devices, limits, group), 0)
+                    hot = self.warm.take(job, limits, key, group) if gpus < 0 else None
+                    pid, paths, said, worker = hot or (*self._spawn(job, devices, limits, key, group), 0)
                     self._said.add(said)
                     started, scales = time.monotonic(), [ceilings.load_scale()]
                     running[pid] = _Running(
                         job, paths, started, scales, gpus, limits, said, exits.pidfd(pid), worker, group=group
                     )
+                    clock = GateClock(paths.journal, dict(job.deadlines), key) if job.deadlines else None
+                    running[pid].key, running[pid].clock = key, clock
+                    running[pid].max_s = 0.0 if ceilings.harness_job(job.key) else self.config.max_job_s
                 if time.monotonic() - last_watch > _WATCH_S:
                     last_watch = time.monotonic()
                     sample = last_watch - last_sample > _LOAD_SAMPLE_S
@@ -181,6 +194,10 @@ class Executor:
                             entry.breach = ceilings.check(pid, processes, entry.ceilings, sample, streams, group)
                         if sample:
                             entry.scales.append(ceilings.load_scale(own=reaper.running_tasks(processes)))
+                        if not entry.breach[0] and not entry.overdue and entry.clock is not None:
+                            entry.overdue = entry.clock.overdue(max(entry.scales))  # SIGKILL: it cannot block it
+                            if entry.overdue:
+                                reaper.end_tree(pid)
                 if not self._reap(running, done, on_done):
                     exits.wait([e.pidfd for e in running.values()], _POLL_S)
         finally:
@@ -210,6 +227,8 @@ class Executor:
                 continue
             if not finished:
                 reaper.end_tree(pid)  # past its budget: it and everything beneath it, while it is still ours
+                if entry.max_s and not entry.overdue and entry.budget_s >= entry.max_s:  # the cap, not the budget
+                    entry.overdue = f"still running after {elapsed:.1f}s, past max_job_s = {entry.max_s:g}s"
             self._kill(pid)  # whatever it left running in its group dies too
             # Said through a pipe whose only write end the child closed before any of the mutant's code ran, so no
             # mutant can claim it (an exit code could be forged by one).
@@ -230,7 +249,7 @@ class Executor:
             self.groups.release(entry.group)
             result = collect(
                 entry.job, entry.paths, entry.breach, entry.ceilings, entry.budget_s, exit_code, elapsed, peak,
-                confined or not self._confined,
+                confined or not self._confined, entry.overdue, entry.key,
             )  # fmt: skip
             if ceilings.harness_job(entry.job.key) and result.state == "done":
                 self._peak = max(self._peak, peak)
@@ -264,7 +283,7 @@ class Executor:
             os.waitpid(pid, 0)
 
     def _spawn(
-        self, job: Job, gpus: tuple[str, ...], limits: hardening.Ceilings, group: cgroups.Group | None
+        self, job: Job, gpus: tuple[str, ...], limits: hardening.Ceilings, key: bytes, group: cgroups.Group | None
     ) -> tuple[int, JobPaths, int]:
         self._count += 1
         paths = JobPaths(Path(self._tmp, "jobs", f"{self._count}"), self.copies.take())
@@ -289,7 +308,7 @@ class Executor:
                 hardening.enter(parent, environment, limits, paths.log)
                 reaper.become_subreaper()  # what the job starts comes back here when its parent dies
                 exit_code = run_child(
-                    self.config, job, paths, claims, self._confined, confined_write, ceilings.load_scale
+                    self.config, job, paths, claims, self._confined, confined_write, ceilings.load_scale, key
                 )
                 end_child(exit_code)  # the job is over: what it started ends with it, and so does this process
 

@@ -62,6 +62,9 @@ class JobResult:
     collect_errors: tuple[tuple[str, str], ...] = ()
     coverage: dict[str, Any] | None = None  # {"lines": ..., "fixtures": ...} when measured
     order: tuple[str, ...] = ()  # every gate the child collected, in collection order
+    # Why its journal is not to be trusted ("" when it is): a line without the harness's seal, or the child found
+    # the harness's code changed under the gates (`verify.run.child.integrity`). A mutant's verdict is then error.
+    tampered: str = ""
 
 
 class JobExecutor(Protocol):

@@ -1,9 +1,10 @@
 """What a job's child left behind, turned into its `JobResult`: one outcome per gate it was given.
 
-The journal says which gates finished (with their outcomes) and which one was running when the child ended;
-the executor says how it ended (`state`, `why` and the outcome the gate in progress gets). A gate that never
-started is "not run", unless the mutant broke its import (every child starts pristine, so only the mutant can)
-or the child hung before any gate began. Shared by every executor that forks children; knows nothing of how.
+The journal says which gates finished (with their outcomes) and which one was running when the child ended,
+and whether it can be trusted (its seals, what the child found changed in the harness: then the result says
+`tampered`); the executor says how it ended (`state`, `why` and the outcome the gate in progress gets). A gate
+that never started is "not run", unless the mutant broke its import (every child starts pristine, so only the
+mutant can) or the child hung before any gate began. Shared by every executor that forks children; knows nothing of how.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from verify.report.verdict import GateOutcome, Outcome
 from verify.run.child.job import JobPaths
-from verify.run.child.recorder import read_journal
+from verify.run.child.journal import Entries, read_journal
 from verify.run.execution import ceilings
 from verify.run.execution.jobs import Job, JobResult
 from verify.run.sandbox import hardening
@@ -54,15 +55,14 @@ def death(exit_code: int, log: Path) -> tuple[str, str]:
 def job_result(
     job: Job,
     data: dict[str, Any],
-    journal: tuple[Any, Any, bool],
+    journal: Entries,
     state: str,
     why: str,
     running_outcome: GateOutcome,
     elapsed: float,
 ) -> JobResult:
-    """The result of `job` from its child's result file (`data`, {} when none) and journal (started, finished,
-    stopped early on purpose)."""
-    started, finished, stopped = journal
+    """The result of `job` from its child's result file (`data`, {} when none) and journal."""
+    started, finished, stopped = journal.started, journal.finished, journal.stopped
     collect_errors = tuple(tuple(e) for e in data.get("collect_errors", ()))
     outcomes = list(finished.values())
     in_progress = [g for g in started if g not in finished]
@@ -81,6 +81,7 @@ def job_result(
     return JobResult(
         job.key, state, elapsed, tuple(outcomes), why, int(data.get("pytest_exit", -1)),
         tuple(data.get("loaded", ())), collect_errors, data.get("coverage"), tuple(data.get("order", ())),
+        journal.tampered,
     )  # fmt: skip
 
 
@@ -90,10 +91,11 @@ def _replace_id(outcome: GateOutcome, gate_id: str) -> GateOutcome:
 
 def collect(
     job: Job, paths: JobPaths, breach: tuple[str, str], limits: hardening.Ceilings, budget_s: float,
-    exit_code: int | None, elapsed: float, peak: int = 0, confined: bool = True,
+    exit_code: int | None, elapsed: float, peak: int = 0, confined: bool = True, overdue: str = "", key: bytes = b"",
 ) -> JobResult:  # fmt: skip
     """A forked child's `JobResult`, from how it ended (`exit_code` None: still running past `budget_s`; `breach`:
-    the ceiling the executor ended it at) and what it left in `paths`."""
+    the ceiling the executor ended it at; `overdue`: why the executor ended it past its current gate's deadline or
+    `max_job_s`) and what it left in `paths` (its journal sealed with `key`)."""
     data = json.loads(paths.result.read_text()) if exit_code == 0 and paths.result.is_file() else {}
     if not breach[0]:  # its streams past their ceiling (a flood faster than the watch), however it ended
         breach = ceilings.output(paths.streams, limits, exit_code)
@@ -106,6 +108,9 @@ def collect(
     elif breach[0]:
         state, why = "died", breach[1]
         running_outcome = GateOutcome("", Outcome.EXCEPTION, 0.0, breach[0], why)
+    elif overdue:
+        state, why = "timeout", overdue
+        running_outcome = GateOutcome("", Outcome.TIMEOUT, elapsed, "Timeout", why[:200])
     elif exit_code is None:
         state, why = "timeout", f"still running after {budget_s:.1f}s (budget {job.timeout_s:.1f}s x load)"
         running_outcome = GateOutcome("", Outcome.TIMEOUT, elapsed, "Timeout", why)
@@ -115,4 +120,4 @@ def collect(
     else:
         kind, why = death(exit_code, paths.log)
         state, running_outcome = "died", GateOutcome("", Outcome.EXCEPTION, 0.0, kind, why)
-    return job_result(job, data, read_journal(paths.journal), state, why, running_outcome, elapsed)
+    return job_result(job, data, read_journal(paths.journal, key), state, why, running_outcome, elapsed)

@@ -162,11 +162,12 @@ class Zygotes:
         return sum(w.state == "ready" for w in self.workers)
 
     def take(
-        self, job: Job, limits: hardening.Ceilings, group: cgroups.Group | None = None
+        self, job: Job, limits: hardening.Ceilings, key: bytes = b"", group: cgroups.Group | None = None
     ) -> tuple[int, JobPaths, int, int] | None:
         """(the job's child's pid, its paths, the read end of its "confined" pipe, its worker's pid), or None:
-        run it cold. With a cgroup, the worker is in it while it forks the job's child, so the child is born there
-        (a confined worker could not move it) and the worker goes back once it has answered."""
+        run it cold. `key` seals the job's journal (`verify.run.child.journal`). With a cgroup, the worker is in it
+        while it forks the job's child, so the child is born there (a confined worker could not move it) and the
+        worker goes back once it has answered."""
         if not self.eligible(job):
             return None
         for starting in list(self.workers):
@@ -177,7 +178,7 @@ class Zygotes:
             self._count += 1
             paths = JobPaths(worker.base / "jobs" / f"{self._count}", worker.copy)
             environment = child_environment(self.config.device)
-            message = pickle.dumps((job, paths, limits, environment))
+            message = pickle.dumps((job, paths, limits, environment, key))
         if worker is None or len(message) > _MAX_MESSAGE:
             self.cold += 1
             return None

@@ -27,7 +27,7 @@ from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome
 from verify.run.config.settings import ProjectConfig
 from verify.run.execution.jobs import Job, JobResult
 from verify.run.phases.checks import budget
-from verify.run.phases.judge import AGAIN, STATISTICAL_UNCONFIRMED, verdict
+from verify.run.phases.judge import AGAIN, STATISTICAL_UNCONFIRMED, tampered, verdict
 from verify.seeds import CONFIRM_SEED
 
 __all__ = [
@@ -175,7 +175,8 @@ def chance_confirmations(
         outcomes = confirm_by_seed(first.outcomes, killers, again.outcomes, CONFIRM_SEED)
         ran = tuple(dict.fromkeys((*first.ran, *(o.gate_id for o in again.outcomes))))
         duration, attempts = first.duration_s + again.duration_s, first.attempts + 1
-        run.add(verdict(first.name, outcomes, ran, duration, attempts, frozenset(run.flaky)), run.plans[again.key].key)
+        result = verdict(first.name, outcomes, ran, duration, attempts, frozenset(run.flaky))
+        run.add(tampered(result, again.tampered) if again.tampered else result, run.plans[again.key].key)
 
     jobs = [
         dataclasses.replace(

@@ -100,6 +100,9 @@ def run_pristine(
     if not jobs:
         progress.advance("baseline and self-check (cached)")
     runs = {run.key: run for run in ex.run(jobs, num_jobs, lambda r: progress.advance(r.key.lstrip("_")))}
+    if changed := [run for run in runs.values() if run.tampered]:
+        # The unmutated gates (a conftest, a plugin) change what the harness checks: no child could be trusted.
+        raise HarnessError(f"the unmutated gates changed the harness's reporting path: {changed[0].tampered}")
     if cached is not None:
         baseline, coverage = baseline_from_dict(cached["baseline"]), cached["coverage"]
     else:

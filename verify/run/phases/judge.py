@@ -1,9 +1,10 @@
 """Turning what children reported into a mutation's verdict: which attempts are needed, and what they mean.
 
 A gate's first outcome stands when it is conclusive (green, or its own check fired). Anything else is
-asked again in a fresh child: a crash or a named invariant must happen twice to count, a timeout is
-re-run with twice the budget, and a gate that did not run is retried once. What is still unresolved
-after the second attempt is an error, never a kill and never a survival. Gates found flaky on the
+asked again in a fresh child: a crash, a named invariant or a timeout must happen twice to count (the second
+child has the same budget and deadlines), and a gate that did not run is retried once. What is still unresolved
+after the second attempt is an error, never a kill and never a survival; so is a child that found the harness
+changed under its gates (`tampered`), whatever they reported. Gates found flaky on the
 unmutated tree are left out of every verdict.
 
 A kill by statistical gates alone is confirmed on an independent seed (`verify.run.phases.chance`); what that
@@ -20,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from verify.report.crashes import crash_kind
 from verify.report.verdict import GateOutcome, MutationResult, Outcome, Status, status_from
 
-__all__ = ["AGAIN", "STATISTICAL_UNCONFIRMED", "needs_second_attempt", "resolve", "verdict", "voided"]
+__all__ = ["AGAIN", "STATISTICAL_UNCONFIRMED", "needs_second_attempt", "resolve", "tampered", "verdict", "voided"]
 
 # exc_type of a passed outcome whose gate was red by its check on the first seed and green on the confirming one
 STATISTICAL_UNCONFIRMED = "StatisticalUnconfirmed"
@@ -121,6 +122,19 @@ def verdict(
             reason = f"statistical kill confirmed: {', '.join(confirmed)} red again on an independent gate seed"
     return MutationResult(
         name, status, killed_by, ran, round(duration_s, 3), reason, outcomes, False, attempts, crashed_kind
+    )
+
+
+def tampered(result: MutationResult, why: str) -> MutationResult:
+    """No verdict for a mutant whose child found the harness changed under its gates (or whose journal lost its
+    seals): an error naming what changed, whatever its gates reported, since the report itself was in its hands."""
+    return dataclasses.replace(
+        result,
+        status=Status.ERROR,
+        killed_by=(),
+        crash_kind="",
+        reason=f"tampered with the harness: {why}"[:300],
+        tampered=why,
     )
 
 

@@ -6,7 +6,9 @@ since neither needs the other's result to run; `void` is step 6):
 1. judge: the first child's outcomes make the verdict when they are conclusive: a gate green, or red by its own
    check (`judge.verdict`). Evidence is only what a gate's check said.
 2. confirm: a crash, a named invariant, a hang or a gate that did not run is asked again in a fresh child (the
-   same budget; twice it for a hang): what the harness suffers once is not evidence (`judge.resolve`).
+   same budget and deadlines: a hang costs one more gate's deadline): what the harness suffers once is not
+   evidence (`judge.resolve`). A child that found the harness changed under its gates makes the mutant an error
+   at once, naming the change (`judge.tampered`): nothing its gates reported can be trusted.
 3. chance: a kill made by statistical gates alone is provisional until its killers fail again on an independent
    gate seed (`chance`): a gate that fails by chance must not kill.
 4. flaky: every gate that turned a verdict red is re-run on the pristine tree (`flake_reruns` times: 3, 1 with
@@ -27,11 +29,11 @@ import dataclasses
 import functools
 from collections.abc import Mapping, Sequence
 
-from verify.report.verdict import MutationResult, Outcome, Status
+from verify.report.verdict import MutationResult, Status
 from verify.run.execution.jobs import Job, JobExecutor, JobResult
 from verify.run.phases.chance import chance_confirmations, chance_killers, conclusive_reds
 from verify.run.phases.checks import Progress, budget, flake_jobs, flaky_in
-from verify.run.phases.judge import AGAIN, needs_second_attempt, resolve, verdict, voided
+from verify.run.phases.judge import AGAIN, needs_second_attempt, resolve, tampered, verdict, voided
 from verify.run.phases.order import pinned
 from verify.run.phases.state import Planned, RunState
 from verify.seeds import CONFIRM_SEED
@@ -55,20 +57,17 @@ def void(run: RunState, culprits: Mapping[str, Sequence[str]]) -> None:
             run.cache.forget(plan.key)
 
 
-def _job(run: RunState, item: Planned, gate_ids: tuple[str, ...], timeout_s: float, stretch: float = 1.0) -> Job:
+def _job(run: RunState, item: Planned, gate_ids: tuple[str, ...], timeout_s: float) -> Job:
     """A child running `gate_ids` against the mutant; in first-kill mode it stops at the first kill once the
     pinned gates among them ran. Each gate has its own deadline, as a job has its budget (`budget` of that gate
-    alone, times `stretch`): a hanging gate ends at its own, and the child moves on, where a job's budget (the
-    sum over its gates) would have let it hang for every gate's share."""
+    alone): a hanging gate ends at its own, and the child moves on, where a job's budget (the sum over its gates)
+    would have let it hang for every gate's share. A confirming child gets the same: a crash or a hang is
+    confirmed with the same budget and deadlines, so a hang's confirmation costs one more deadline (the executor
+    ends it there however it treats signals, `verify.run.execution.overtime`)."""
     stop_after = pinned(gate_ids, item.mutation.expect_killed_by) if run.options.first_kill else None
     mutated = ((item.applied.file, item.applied.mutated),)
-    deadlines = tuple((g, stretch * budget(run.config, run.baseline, (g,))) for g in gate_ids)
+    deadlines = tuple((g, budget(run.config, run.baseline, (g,))) for g in gate_ids)
     return Job(item.mutation.name, gate_ids, timeout_s, mutated, stop_after=stop_after, deadlines=deadlines)
-
-
-def _confirm_stretch(first: JobResult) -> float:
-    """A crash is confirmed with the same budget, a hang with twice it (the job's and each gate's)."""
-    return 2.0 if any(o.outcome is Outcome.TIMEOUT for o in first.outcomes) else 1.0
 
 
 def _verdict_of_attempts(run: RunState, item: Planned, second: JobResult | None) -> MutationResult:
@@ -80,7 +79,9 @@ def _verdict_of_attempts(run: RunState, item: Planned, second: JobResult | None)
     flaky = frozenset(run.flaky)
     # First-kill mode: the gates that ran are those with an outcome (the rest were skipped after the kill).
     ran = tuple(o.gate_id for o in outcomes) if run.options.first_kill else item.gate_ids
-    return verdict(item.mutation.name, outcomes, ran, duration, 2 if second else 1, flaky, never)
+    result = verdict(item.mutation.name, outcomes, ran, duration, 2 if second else 1, flaky, never)
+    why = item.first.tampered or (second.tampered if second else "")
+    return tampered(result, why) if why else result
 
 
 def _judge_and_confirm(run: RunState, ex: JobExecutor, planned: list[Planned], progress: Progress) -> None:
@@ -92,7 +93,7 @@ def _judge_and_confirm(run: RunState, ex: JobExecutor, planned: list[Planned], p
         item = by_key[result.key]
         item.first = result
         progress.advance(result.key)
-        if needs_second_attempt(result.outcomes):
+        if needs_second_attempt(result.outcomes) and not result.tampered:
             again.append(item)
         else:
             run.add(_verdict_of_attempts(run, item, None), item.key)
@@ -108,12 +109,7 @@ def _judge_and_confirm(run: RunState, ex: JobExecutor, planned: list[Planned], p
         run.add(_verdict_of_attempts(run, item, result), item.key)
 
     progress.phase("confirming", len(again))
-    jobs = []
-    for item in again:
-        assert item.first is not None
-        stretch = _confirm_stretch(item.first)
-        jobs.append(_job(run, item, item.gate_ids, item.timeout_s * stretch, stretch))
-    ex.run(jobs, num_jobs, second_done)
+    ex.run([_job(run, item, item.gate_ids, item.timeout_s) for item in again], num_jobs, second_done)
 
 
 def _confirm_kills(run: RunState, ex: JobExecutor, tree: str, progress: Progress) -> None:
@@ -227,8 +223,11 @@ def _past_flaky(run: RunState, ex: JobExecutor, progress: Progress) -> None:
     jobs = [_job(run, plan, rest, timeouts[name]) for name, (plan, rest) in redo.items()]
     first = {r.key: r for r in ex.run(jobs, num_jobs, lambda r: progress.advance(r.key))}
     # A crash or hang is confirmed by a second child before it counts, as in the mutation phase.
-    again = [_job(run, redo[name][0], redo[name][1], timeouts[name] * (k := _confirm_stretch(result)), k)
-             for name, result in first.items() if needs_second_attempt(result.outcomes)]  # fmt: skip
+    again = [
+        _job(run, redo[name][0], redo[name][1], timeouts[name])
+        for name, result in first.items()
+        if needs_second_attempt(result.outcomes) and not result.tampered
+    ]
     second = {r.key: r for r in ex.run(again, num_jobs)} if again else {}
     for name, job in first.items():
         old = run.results[name]
@@ -237,5 +236,7 @@ def _past_flaky(run: RunState, ex: JobExecutor, progress: Progress) -> None:
         duration = old.duration_s + job.duration_s + (second[name].duration_s if name in second else 0.0)
         attempts = old.attempts + 1 + (name in second)
         rejudged = verdict(name, outcomes, tuple(o.gate_id for o in outcomes), duration, attempts, flaky)
-        run.results[name] = rejudged  # never cached: a flaky gate makes this tree's verdicts provisional
+        why = job.tampered or (second[name].tampered if name in second else "")
+        run.results[name] = tampered(rejudged, why) if why else rejudged  # never cached: a flaky gate makes this
+        # tree's verdicts provisional
     run.on_report(run.report())
