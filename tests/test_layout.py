@@ -13,7 +13,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("runner", "verify", "mutations")
-MAX_LINES = 300
+# A guideline, not a cap: a module's size follows its noun. Past SOFT_LINES it is usually two nouns, so a longer
+# module says why on a `# size: REASON` line of its own (a file split only to get under a number is worse).
+SOFT_LINES = 400
 
 
 def _module_name(path: Path) -> str:
@@ -183,8 +185,12 @@ def test_the_checker_sees_a_circle_and_a_wrong_direction() -> None:
 
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_module_size(module: str) -> None:
-    num_lines = len(MODULES[module].read_text().splitlines())
-    assert num_lines <= MAX_LINES, f"{module} has {num_lines} lines; a module past {MAX_LINES} is two nouns"
+    lines = MODULES[module].read_text().splitlines()
+    reasons = [line for line in lines if line.startswith("# size: ") and len(line) > len("# size: ") + 10]
+    assert len(lines) <= SOFT_LINES or reasons, (
+        f"{module} has {len(lines)} lines; a module past {SOFT_LINES} is usually two nouns: split it by noun, or say "
+        "why it is one on a `# size: REASON` line"
+    )
 
 
 RUN_PACKAGES = ("config", "sandbox", "child", "execution", "phases")
