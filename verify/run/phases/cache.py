@@ -16,6 +16,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Collection, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 from verify.mutation import Mutation
 from verify.report.decode import result_from_dict
 from verify.report.verdict import MutationResult
-from verify.run.config.project import project_files
+from verify.run.config.project import CACHE_DIR, project_files
 from verify.run.config.settings import ProjectConfig
 from verify.run.harness import harness_digest_bytes
 
@@ -35,10 +36,11 @@ __all__ = [
     "interpreter_facts",
     "package_version",
     "python_version",
+    "tree_changes",
     "tree_digest",
+    "tree_files",
 ]
 
-CACHE_DIR = ".dflash-cache"
 _FORMAT = "dflash-cache/2"  # bump when an entry's meaning changes, to orphan old entries
 
 
@@ -76,17 +78,33 @@ def interpreter_facts(config: ProjectConfig) -> tuple[str, tuple[tuple[str, str]
     return python_version(), tuple((top, package_version(top)) for top in sorted(tops - sys.stdlib_module_names))
 
 
-def tree_digest(config: ProjectConfig) -> str:
-    """sha256 over the path and bytes of every file the gates run against, plus the run settings and the
-    interpreter's facts (a cache written under one Python or torch is never replayed under another)."""
+def tree_files(config: ProjectConfig, outputs: Collection[Path] = ()) -> dict[str, bytes]:
+    """The sha256 of every file the gates run against, by its path relative to the root; `outputs` are the run's
+    report files, never among them."""
+    return {rel: hashlib.sha256((config.root / rel).read_bytes()).digest() for rel in project_files(config, outputs)}
+
+
+def tree_changes(before: Mapping[str, bytes], after: Mapping[str, bytes]) -> list[str]:
+    """Every file of `tree_files` added, removed or changed between two readings, each with what happened."""
+    return [
+        f"{rel} ({'new' if rel not in before else 'removed' if rel not in after else 'changed'})"
+        for rel in sorted(set(before) | set(after))
+        if before.get(rel) != after.get(rel)
+    ]
+
+
+def tree_digest(config: ProjectConfig, outputs: Collection[Path] = (), files: Mapping[str, bytes] | None = None) -> str:
+    """sha256 over the path and bytes of every file the gates run against (`files`, read now when not given),
+    plus the run settings and the interpreter's facts (a cache written under one Python or torch is never
+    replayed under another)."""
     digest = hashlib.sha256(_FORMAT.encode() + harness_digest_bytes())
     settings = (config.gates, config.gate_marker, config.source_roots, config.invariant_errors, config.timeout_factor,
                 config.timeout_min_s, config.exclude, config.pytest_args, config.statistical_gates,
                 config.conclusive_p_value)  # fmt: skip
     digest.update(repr((settings, interpreter_facts(config))).encode())
-    for rel in project_files(config):
+    for rel, content in (tree_files(config, outputs) if files is None else files).items():
         digest.update(rel.encode() + b"\0")
-        digest.update(hashlib.sha256((config.root / rel).read_bytes()).digest())
+        digest.update(content)
     return digest.hexdigest()
 
 

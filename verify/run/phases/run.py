@@ -70,6 +70,16 @@ def _plan(run: RunState, coverage: CoverageMap, tree: str, changed: set[str] | N
     return sorted(planned, key=lambda p: -p.expected_s)
 
 
+def _tree_changed(config: ProjectConfig, options: RunOptions, files: dict[str, bytes], tree: str) -> tuple[str, ...]:
+    """The harness error when what the gates ran against changed during the run, naming every file; () if not."""
+    now = cache_mod.tree_files(config, options.outputs)
+    if changes := cache_mod.tree_changes(files, now):
+        return (f"the project's files changed during the run: {'; '.join(changes)}; its verdicts may mix two trees",)
+    if cache_mod.tree_digest(config, files=now) != tree:
+        return ("the harness's code or the interpreter's packages changed during the run (no project file did)",)
+    return ()
+
+
 def run_verify(
     config: ProjectConfig,
     mutations: Mapping[str, Mutation],
@@ -83,7 +93,8 @@ def run_verify(
     chosen = select(mutations, options, config)
     changed = cache_mod.changed_files(config.root, options.changed_since) if options.changed_since else None
     cache = cache_mod.ResultCache(config.root, options.use_cache)
-    tree = cache_mod.tree_digest(config)
+    files = cache_mod.tree_files(config, options.outputs)  # read again at the end: a change is named, file by file
+    tree = cache_mod.tree_digest(config, files=files)
     run = RunState(config, chosen, options, cache, on_report or (lambda report: None))
     # The inventory before any child, taken aside while the executor starts; `watch` waits for it.
     guard = TreeGuard(config.root, options.outputs, cache_mod.CACHE_DIR, aside=True)
@@ -103,8 +114,8 @@ def run_verify(
             run.interrupted_by = interrupt_signal(error)
         except ExecutorLost as error:
             run.lost = f"the run ended early, its executor lost: {error}; verdicts reached are cached: run again"
-    if not run.interrupted_by and not run.lost and cache_mod.tree_digest(config) != tree:
-        run.harness_errors = ("the project's files changed during the run; its verdicts may mix two trees",)
+    if not run.interrupted_by and not run.lost:
+        run.harness_errors = _tree_changed(config, options, files, tree)
     run.harness_errors += guard.errors
     void(run, guard.culprits)  # a mutant that changed the user's files gets no verdict
     report = run.report()

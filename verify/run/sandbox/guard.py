@@ -5,7 +5,7 @@ Before the first child the project is inventoried (`verify.run.sandbox.inventory
 each finished job leaves its wall-clock window (its key and when it ran). When the run ends, every process a
 child left behind that escaped its process group (a daemon that called setsid) is killed (the parent is
 their subreaper for the run's length, so they come back to it), and only then is the project inventoried
-again: a late write cannot land after the check. Any difference is a harness error naming each file and
+again: a late write cannot land after the check. Any difference is a harness error naming every file and
 the jobs that were running when it changed (its ctime); those jobs' verdicts are then void. Left out: the
 tool's cache, the run's own report files and a temp dir inside the project. The parent writes no bytecode
 while the guard holds (a module it imports late, such as a report module of a project that is this tool,
@@ -34,7 +34,6 @@ __all__ = ["TreeGuard"]
 
 E = TypeVar("E")
 _SLACK_NS = 20_000_000  # file-system clocks are coarse (a tick or so): past every window, widen them by this
-_MAX_NAMED = 8  # files named in one harness error
 _LEFTOVERS_S = 10.0  # to end every process a child left behind, however deep its chain of forks
 
 
@@ -145,20 +144,18 @@ class TreeGuard:
         self.errors = tuple(errors)
 
     def _describe(self, changes: list[Change]) -> str:
-        parts = []
-        for number, change in enumerate(changes):
+        parts = []  # every file, however many: the user must be able to check each one
+        for change in changes:
             keys = [w.key for w in self._windows if w.start_ns <= change.when_ns <= w.end_ns] or [
                 w.key for w in self._windows if w.start_ns - _SLACK_NS <= change.when_ns <= w.end_ns + _SLACK_NS
             ]
             when = _who(keys) if change.when_ns else "when, unknown"
             for key in keys:
                 self.culprits.setdefault(key, []).append(change.path)
-            if number < _MAX_NAMED:
-                parts.append(f"{change.path or '.'} ({change.what}, {when})")
-        more = f" and {len(changes) - _MAX_NAMED} more" if len(changes) > _MAX_NAMED else ""
+            parts.append(f"{change.path or '.'} ({change.what}, {when})")
         how = (
             f"{self.confinement.describe()} was on: it does not govern chmod, utime or xattrs"
             if self.confinement.active
             else f"confinement {self.confinement.describe()}"
         )
-        return f"the run changed the user's files: {'; '.join(parts)}{more} ({how})"
+        return f"the run changed the user's files: {'; '.join(parts)} ({how})"
