@@ -145,6 +145,10 @@ def sweep(
             import_paths=project.import_paths,
             extra_args=project.pytest_extra(),
             writable=project.writable,
+            memory_factor=project.memory_factor,
+            memory_min_mb=project.memory_min_mb,
+            processes_max=project.processes_max,
+            file_max_mb=project.file_max_mb,
         )
         catalog = load_mutations(project)
         verify_data = _read_json(verify_report, "verify report") if verify_report else None

@@ -19,19 +19,25 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from verify.report.verdict import Status
+from verify.run.config.settings import ProjectConfig
 from verify.run.config.writable import writable_paths
 from verify.run.phases import cache
+from verify.run.sandbox import hardening
 from verify.run.sandbox.guard import TreeGuard
 from verify.run.sandbox.private_copy import copy_files, visible_files
 from verify.sweep import equivalents
 from verify.sweep import launch as sweep_launch
+from verify.sweep import mutant as sweep_mutant
 from verify.sweep import mutmut_run as sweep_mutmut
 from verify.sweep import source as sweep_source
 from verify.sweep.result import NO_TESTS, NOT_CHECKED, SweepMutant, SweepOutcome, SweepProgress, SweepResult
 from verify.sweep.undecorate import undecorate
+from verify.sweep.watch import MutantWatch
 
+_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(ProjectConfig)}
 DEFAULT_PATHS = ("runner",)
 DEFAULT_JOBS = os.cpu_count() or 1
 # After SIGINT mutmut stops its workers and saves what it has; past this it is killed.
@@ -73,6 +79,11 @@ class SweepConfig:
     import_paths: tuple[str, ...] = (".",)
     extra_args: tuple[str, ...] = ()  # every test run's extra pytest arguments ([tool.dflash] exclude, pytest_args)
     writable: tuple[str, ...] = ()  # [tool.dflash] writable: folders outside the project the gates may write
+    # Each mutant's ceilings, as [tool.dflash] sets a verify child's (the defaults are its keys').
+    memory_factor: float = _DEFAULTS["memory_factor"]
+    memory_min_mb: int = _DEFAULTS["memory_min_mb"]
+    processes_max: int = _DEFAULTS["processes_max"]
+    file_max_mb: int = _DEFAULTS["file_max_mb"]
 
     def __post_init__(self) -> None:
         if self.jobs < 1:
@@ -81,6 +92,14 @@ class SweepConfig:
             raise SweepInputError(f"the budget must be more than zero seconds, got {self.budget_s}")
         if not self.paths:
             raise SweepInputError("nothing to sweep: give at least one runner path")
+        for name in ("memory_factor", "memory_min_mb", "processes_max", "file_max_mb"):
+            if getattr(self, name) < 0:
+                raise SweepInputError(f"{name} must be 0 (no ceiling) or more, got {getattr(self, name)}")
+
+    @property
+    def memory(self) -> tuple[int, int, float]:
+        """(the machine's share per mutant, the least ceiling, the factor): `verify.sweep.mutant.memory_ceiling`."""
+        return hardening.memory_bytes() // self.jobs, self.memory_min_mb << 20, self.memory_factor
 
 
 def resolve_modules(root: Path, paths: tuple[str, ...], changed_since: str | None = None) -> tuple[str, ...]:
@@ -138,13 +157,17 @@ def _progress(fragment: str) -> SweepProgress | None:
 
 
 def _run_mutmut(
-    copy: Path, scratch: Path, config: SweepConfig, on_progress: ProgressCallback
+    copy: Path, scratch: Path, config: SweepConfig, on_progress: ProgressCallback, watch: MutantWatch
 ) -> tuple[SweepOutcome, str]:
     """mutmut in the copy, through the launcher that confines it (and every mutant) to the copy, its own temp
-    folder and `[tool.dflash] writable`."""
+    folder and `[tool.dflash] writable`, and ends every process of the sweep when this one ends; each mutant
+    under its ceilings (`watch`, polled here)."""
     writable = [copy, scratch, *writable_paths(config.writable)]
-    env = dict(os.environ, **sweep_mutmut.ENVIRONMENT, **dict(config.environ))
+    # The environment mutmut is exec'd with holds no secret (verify's children's denylist), at the kernel's level.
+    env = hardening.clean_environment({**os.environ, **sweep_mutmut.ENVIRONMENT, **dict(config.environ)})
+    mutant = sweep_mutant.settings(watch.registry, [str(p) for p in writable], config.memory, config.file_max_mb << 20)
     env |= {"TMPDIR": str(scratch), sweep_launch.WRITABLE: os.pathsep.join(map(str, writable))}
+    env |= {sweep_mutant.SETTINGS: mutant}
     # By its file, not `-m`: with `-m` the copy (the cwd) comes first on sys.path, and a project of the user's
     # with a `verify` package of its own would be imported in place of this one.
     launcher = [sys.executable, sweep_launch.__file__]
@@ -157,6 +180,7 @@ def _run_mutmut(
         start_new_session=True,  # our Ctrl-C is forwarded once, as a clean stop, not to every worker
     )
     assert process.stdout is not None
+    watch.keeper = process.pid
     deadline = time.monotonic() + config.budget_s if config.budget_s else None
     stopped: SweepOutcome | None = None
     stop_at = 0.0
@@ -178,6 +202,7 @@ def _run_mutmut(
                 last_progress = progress
         if not chunk and process.poll() is not None:
             break
+        watch.poll()
         now = time.monotonic()
         if stopped is None and deadline is not None and now >= deadline:
             stopped, stop_at = SweepOutcome.BUDGET, now
@@ -250,9 +275,11 @@ def run_sweep(config: SweepConfig, on_progress: ProgressCallback | None = None) 
         )
         with TreeGuard(root, outputs=outputs) as guard:
             start_ns = time.time_ns()
-            outcome, message = _run_mutmut(copy, scratch, config, on_progress or (lambda progress: None))
+            watch = MutantWatch(scratch / ".dflash-sweep-mutants", config.memory, config.processes_max)
+            watch.registry.mkdir()
+            outcome, message = _run_mutmut(copy, scratch, config, on_progress or (lambda progress: None), watch)
             guard.record("_mutmut", start_ns, time.time_ns())
-        mutants = sweep_mutmut.read_mutants(copy, modules, originals)
+        mutants = watch.judge(sweep_mutmut.read_mutants(copy, modules, originals))
         if guard.errors:
             mutants = tuple(_voided(mutant) for mutant in mutants)
         return dataclasses.replace(

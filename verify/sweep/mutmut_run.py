@@ -22,6 +22,7 @@ from mutmut.mutation import diff_apply
 
 from verify.compat import tomllib
 from verify.report.verdict import Status
+from verify.sweep import mutant as sweep_mutant
 from verify.sweep import source as sweep_source
 from verify.sweep.requirement import MUTMUT_VERSION
 from verify.sweep.result import NO_TESTS, NOT_CHECKED, SweepMutant
@@ -37,18 +38,33 @@ ENVIRONMENT = {
     "PYTHONIOENCODING": "utf-8",
 }
 PLUGIN = "_dflash_sweep_threads"
-_PLUGIN_SOURCE = '''"""Written by `dflash sweep` into its private copy: one torch intra-op thread per gate, and the
-project's import paths inside mutants/ first on sys.path (mutmut itself adds only ./, src/ and source/)."""
+_PLUGIN_SOURCE = '''"""Written by `dflash sweep` into its private copy: one torch intra-op thread per gate, the
+project's import paths inside mutants/ first on sys.path (mutmut itself adds only ./, src/ and source/), and each
+mutant's ceilings, confinement and registration (dflash's verify/sweep/mutant.py, loaded by its path)."""
+import importlib.util
 import os
 import sys
 
 IMPORT_PATHS = __IMPORT_PATHS__
 sys.path[:0] = [os.path.abspath(p) for p in IMPORT_PATHS if os.path.isdir(p)]
+_spec = importlib.util.spec_from_file_location("_dflash_sweep_mutant", __MUTANT__)
+_mutant = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = _mutant
+_spec.loader.exec_module(_mutant)
 
 
 def pytest_configure(config):
     # The sweep deselects `gpu` gates; a project that never declared the marker must still accept `-m`.
     config.addinivalue_line("markers", "gpu: needs a CUDA device (deselected by dflash sweep)")
+    _mutant.enter()
+
+
+def pytest_runtest_makereport(item, call):
+    _mutant.crashed(call.excinfo)
+
+
+def pytest_unconfigure(config):
+    _mutant.leave()
 
 
 def pytest_runtest_setup(item):
@@ -170,6 +186,7 @@ def write_settings(
     others = [p.name for p in copy.iterdir() if not p.name.startswith(".") and p.name not in settings["source_paths"]]
     settings["also_copy"] = sorted({*settings.get("also_copy", []), *others, f"{PLUGIN}.py"})
     plugin = _PLUGIN_SOURCE.replace("__IMPORT_PATHS__", json.dumps([p for p in import_paths if p not in ("", ".")]))
+    plugin = plugin.replace("__MUTANT__", json.dumps(sweep_mutant.__file__))
     (copy / f"{PLUGIN}.py").write_text(plugin, "utf-8")
 
     kept, skipping = [], False

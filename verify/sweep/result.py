@@ -54,6 +54,7 @@ class SweepMutant:
     reason: str = ""  # why it is equivalent or uncovered, or what mutmut said when it gave no verdict
     mutmut: str = ""  # mutmut's own word for it ("no tests", "suspicious", "caught by type check", ...)
     gates: tuple[str, ...] = ()  # the gates mutmut ran against it: those that call its function (its stats run)
+    crash_kind: str = ""  # crashed past a ceiling: "memory", "processes", "disk" (verify.report.crashes)
 
     @property
     def is_caught(self) -> bool:

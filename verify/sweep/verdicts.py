@@ -34,7 +34,9 @@ def reason(mutant: SweepMutant) -> str:
 def to_result(mutant: SweepMutant) -> MutationResult:
     """mutmut records which gates ran (those calling the function) but no per-gate outcome, so a killed mutant
     names no killer and there is no matrix to draw; a no-tests survivor ran none (Stryker's NoCoverage)."""
-    return MutationResult(mutant.key, mutant.status, ran=mutant.gates, reason=reason(mutant))
+    return MutationResult(
+        mutant.key, mutant.status, ran=mutant.gates, reason=reason(mutant), crash_kind=mutant.crash_kind
+    )
 
 
 def _span(source: str, mutant: SweepMutant) -> tuple[int, int, int, int]:

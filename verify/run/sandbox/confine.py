@@ -133,10 +133,10 @@ def device_files() -> list[Path]:
     return [Path(name) for name in names]
 
 
-def confine(writable: Iterable[Path]) -> Confinement:
+def confine(writable: Iterable[Path], shared_memory: bool = True) -> Confinement:
     """Restrict this thread and every process it starts from now on to writing beneath `writable` (folders:
-    anything inside them; files: writing only), plus /dev/shm, this process's threads' /proc files and the
-    device files. Paths that do not exist
+    anything inside them; files: writing only), plus /dev/shm (unless `shared_memory` is False: a sweep's
+    mutant), this process's threads' /proc files and the device files. Paths that do not exist
     are left out. Returns what was applied; `probe()`'s answer without Landlock. Raises ConfineError when the
     kernel has Landlock and refuses a step, so a child never runs unconfined by accident."""
     found = probe()
@@ -152,7 +152,7 @@ def confine(writable: Iterable[Path]) -> Confinement:
     try:
         # CUDA (glibc naming another thread) writes its threads' /proc files: this process's own, no one else's.
         own_threads = Path(f"/proc/{os.getpid()}/task")
-        for path in [*writable, Path("/dev/shm"), own_threads, *device_files()]:
+        for path in [*writable, *([Path("/dev/shm")] if shared_memory else []), own_threads, *device_files()]:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             except OSError:
