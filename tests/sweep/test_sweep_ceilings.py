@@ -10,6 +10,7 @@ project so that no test takes more than a few hundred MiB of the machine.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -22,9 +23,12 @@ import pytest
 
 from verify.report.verdict import Status
 from verify.run.execution.ceilings import load_scale
+from verify.run.sandbox import reaper
 from verify.run.sandbox.confine import probe
 from verify.sweep.driver import SweepConfig, run_sweep
+from verify.sweep.mutant import memory_ceiling
 from verify.sweep.result import SweepOutcome
+from verify.sweep.watch import MutantWatch
 
 ACTS = """def hog():
     bad = False
@@ -201,3 +205,36 @@ def _command(pid: int) -> str:
         return Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:
         return ""
+
+
+@pytest.mark.parametrize(
+    ("share", "minimum", "factor", "peak", "expected"),
+    [(1000, 100, 4.0, 0, 1000), (1000, 100, 4.0, 10, 100), (1000, 100, 4.0, 50, 200), (1000, 100, 4.0, 900, 1000),
+     (0, 100, 4.0, 50, 200), (1000, 100, 0.0, 50, 0)],
+    ids=["no-peak-yet", "at-least-the-minimum", "factor-times-peak", "at-most-the-share", "no-share", "no-ceiling"],
+)  # fmt: skip
+def test_a_mutants_memory_ceiling_is_scaled_as_verify_scales_it(share, minimum, factor, peak, expected) -> None:
+    assert memory_ceiling(share, minimum, factor, peak) == expected
+
+
+def test_the_watch_polices_a_registered_mutant_of_the_sweep_and_no_other_process(tmp_path: Path) -> None:
+    sweep = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30 & wait"])  # stands for mutmut: a tree of three
+    bystander = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30 & wait"])  # not of the sweep
+    try:
+        deadline = time.monotonic() + 10 * load_scale()
+        while (len(reaper.tree(sweep.pid)) < 3 or len(reaper.tree(bystander.pid)) < 3) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with MutantWatch(tmp_path, (0, 0, 0.0), processes=2) as watch:
+            watch.keeper = sweep.pid
+            for pid, name in ((bystander.pid, "m.x_f__mutmut_1"), (sweep.pid, "m.x_f__mutmut_2")):
+                os.write(watch.channel, json.dumps({"pid": pid, "mutant": name}).encode() + b"\n")
+            watch.poll()
+        assert set(watch.breaches) == {"m.x_f__mutmut_2"}, watch.breaches
+        assert watch.breaches["m.x_f__mutmut_2"][0] == "processes"
+        assert sweep.wait(timeout=10 * load_scale()) == -signal.SIGKILL
+        assert bystander.poll() is None  # a claim about a process outside the sweep is ignored
+        assert json.loads((tmp_path / "memory.json").read_text()) == {"memory_bytes": 0}
+    finally:
+        for process in (sweep, bystander):
+            reaper.end_tree(process.pid)  # the sleeps under it too
+            process.wait()

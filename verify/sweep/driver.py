@@ -96,11 +96,6 @@ class SweepConfig:
             if getattr(self, name) < 0:
                 raise SweepInputError(f"{name} must be 0 (no ceiling) or more, got {getattr(self, name)}")
 
-    @property
-    def memory(self) -> tuple[int, int, float]:
-        """(the machine's share per mutant, the least ceiling, the factor): `verify.sweep.mutant.memory_ceiling`."""
-        return hardening.memory_bytes() // self.jobs, self.memory_min_mb << 20, self.memory_factor
-
 
 def resolve_modules(root: Path, paths: tuple[str, ...], changed_since: str | None = None) -> tuple[str, ...]:
     """The Python modules under `paths`, as posix paths relative to `root`, optionally only those that
@@ -165,7 +160,7 @@ def _run_mutmut(
     writable = [copy, scratch, *writable_paths(config.writable)]
     # The environment mutmut is exec'd with holds no secret (verify's children's denylist), at the kernel's level.
     env = hardening.clean_environment({**os.environ, **sweep_mutmut.ENVIRONMENT, **dict(config.environ)})
-    mutant = sweep_mutant.settings(watch.registry, [str(p) for p in writable], config.memory, config.file_max_mb << 20)
+    mutant = sweep_mutant.settings(watch.channel, watch.folder, [str(p) for p in writable], config.file_max_mb << 20)
     env |= {"TMPDIR": str(scratch), sweep_launch.WRITABLE: os.pathsep.join(map(str, writable))}
     env |= {sweep_mutant.SETTINGS: mutant}
     # By its file, not `-m`: with `-m` the copy (the cwd) comes first on sys.path, and a project of the user's
@@ -178,6 +173,7 @@ def _run_mutmut(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # our Ctrl-C is forwarded once, as a clean stop, not to every worker
+        pass_fds=(watch.channel,),  # what each mutant process tells the driver (verify.sweep.mutant)
     )
     assert process.stdout is not None
     watch.keeper = process.pid
@@ -263,6 +259,7 @@ def run_sweep(config: SweepConfig, on_progress: ProgressCallback | None = None) 
         return result(SweepOutcome.EMPTY, message="no runner module to sweep")
     copy = config.workdir or Path(tempfile.mkdtemp(prefix="dflash-sweep-"))
     scratch = Path(tempfile.mkdtemp(prefix="dflash-sweep-tmp-"))  # the gates' TMPDIR, writable to them
+    watching = tempfile.mkdtemp(prefix="dflash-sweep-watch-")  # the driver's, which no mutant may write
     # The project is inventoried before mutmut starts and after it ends, whatever confinement the kernel gave:
     # a difference voids every verdict (mutmut runs mutants where the sweep cannot tell which one changed it).
     outputs = (copy,) if config.workdir is not None else ()
@@ -275,9 +272,9 @@ def run_sweep(config: SweepConfig, on_progress: ProgressCallback | None = None) 
         )
         with TreeGuard(root, outputs=outputs) as guard:
             start_ns = time.time_ns()
-            watch = MutantWatch(scratch / ".dflash-sweep-mutants", config.memory, config.processes_max)
-            watch.registry.mkdir()
-            outcome, message = _run_mutmut(copy, scratch, config, on_progress or (lambda progress: None), watch)
+            memory = (hardening.memory_bytes() // config.jobs, config.memory_min_mb << 20, config.memory_factor)
+            with MutantWatch(Path(watching), memory, config.processes_max) as watch:
+                outcome, message = _run_mutmut(copy, scratch, config, on_progress or (lambda progress: None), watch)
             guard.record("_mutmut", start_ns, time.time_ns())
         mutants = watch.judge(sweep_mutmut.read_mutants(copy, modules, originals))
         if guard.errors:
@@ -287,6 +284,7 @@ def run_sweep(config: SweepConfig, on_progress: ProgressCallback | None = None) 
         )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(watching, ignore_errors=True)
         if config.workdir is None:
             shutil.rmtree(copy, ignore_errors=True)
 
