@@ -184,7 +184,7 @@ def verify(
             use_cache=not no_cache,
             first_kill=first_kill,
             ray_address=ray_address,
-            outputs=tuple(path for path in (json, junit, html, stryker) if path is not None),
+            outputs=tuple(path for path in (json, junit, html, stryker, codequality) if path is not None),
         )
 
         def partial(report: RunReport) -> None:

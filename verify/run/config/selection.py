@@ -51,7 +51,8 @@ class RunOptions:
     # default); the matrix then shows only the gates that ran. False: every reaching gate, the full matrix.
     first_kill: bool = False
     ray_address: str | None = None  # `--executor ray`: the cluster (None: RAY_ADDRESS, else one started for the run)
-    # Files the run itself writes while it runs (its reports): left out of the check of the user's tree.
+    # The report files the run writes: left out of the check of the user's tree and of the files the cache keys
+    # on (a report inside a source root would otherwise make every next run miss the cache).
     outputs: tuple[Path, ...] = ()
 
 
