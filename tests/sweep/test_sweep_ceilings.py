@@ -1,6 +1,6 @@
-"""A sweep's mutants live under the regime of `dflash verify`'s children: ceilings on memory and processes per
-mutant (a mutant past one is `crashed` of that kind, whatever mutmut made of it), no write to /dev/shm, and no
-process of the sweep outliving its driver, however the driver ends.
+"""A sweep's mutants live under the regime of `dflash verify`'s children: ceilings on memory, processes and file
+size per mutant (a mutant past one is `crashed` of that kind, whatever mutmut made of it), no write to /dev/shm,
+and no process of the sweep outliving its driver, however the driver ends.
 
 Each hostile act below is guarded by a flag mutmut mutates (`bad = False` becomes `bad = True`), so the
 unmutated gates are harmless and one mutant of each function does the act. The ceilings are set low in the
@@ -43,12 +43,17 @@ def bomb():
 def shm():
     bad = False
     return bad
+
+
+def big():
+    bad = False
+    return bad
 """
 GATES = """import os
 import time
 from pathlib import Path
 
-from hostile.acts import bomb, hog, shm
+from hostile.acts import big, bomb, hog, shm
 
 
 def test_hog():
@@ -75,6 +80,11 @@ def test_bomb():
 def test_shm():
     if shm():
         Path(os.environ["SHM_FILE"]).write_text("a mutant's file in shared memory")
+
+
+def test_big(tmp_path):
+    if big():
+        (tmp_path / "big.bin").write_bytes(b"x" * (2 << 20))  # past the file ceiling of 1 MiB
 """
 CATALOG = """from verify.mutation import Mutation, register
 
@@ -127,7 +137,7 @@ def test_mutants_past_their_ceilings_are_crashed_and_none_writes_shared_memory(t
     work = tmp_path / "work"
     config = SweepConfig(root=root, paths=("hostile",), jobs=2, gates=("tests/gates",), gate_marker="",
                          workdir=work, environ=(("SHM_FILE", str(shm_file)),), memory_factor=1.0,
-                         memory_min_mb=192, processes_max=8)  # fmt: skip
+                         memory_min_mb=192, processes_max=8, file_max_mb=1)  # fmt: skip
     try:
         result = run_sweep(config)
     finally:
@@ -136,15 +146,18 @@ def test_mutants_past_their_ceilings_are_crashed_and_none_writes_shared_memory(t
     assert result.outcome is SweepOutcome.COMPLETE, result.message
     assert not leftover, "a sweep mutant wrote /dev/shm"
     generated = _generated(work)
-    hog, bomb, shm = (_flagged(result.mutants, generated, name) for name in ("hog", "bomb", "shm"))
+    hog, bomb, shm, big = (_flagged(result.mutants, generated, name) for name in ("hog", "bomb", "shm", "big"))
     assert (hog.status, hog.crash_kind) == (Status.CRASHED, "memory"), hog
     assert "memory" in hog.reason.lower() or "MemoryError" in hog.reason, hog.reason
     assert (bomb.status, bomb.crash_kind) == (Status.CRASHED, "processes"), bomb
     assert "past its ceiling of 8" in bomb.reason, bomb.reason
     # The write to /dev/shm was refused: its gate went red (PermissionError), which mutmut counts as a kill.
     assert shm.status is Status.KILLED and shm.crash_kind == "", shm
+    # The file past its ceiling failed with EFBIG in the mutant's own gate: mutmut says killed, the sweep crashed.
+    assert (big.status, big.crash_kind, big.mutmut) == (Status.CRASHED, "disk", "killed"), big
+    assert "File too large" in big.reason, big.reason
     # The unflagged mutants (`bad = None`, ...) are untouched by any of it.
-    others = [m for m in result.mutants if m not in (hog, bomb, shm)]
+    others = [m for m in result.mutants if m not in (hog, bomb, shm, big)]
     assert others and all(m.crash_kind == "" for m in others), others
 
 
