@@ -2,13 +2,14 @@
 
 Which modules those are is derived from the code, never listed by hand: every module of the run (`verify.run`:
 its phases, executors, children and sandbox reach the verdicts, and any of them may be started by name, as a
-Ray node's server is) and, transitively, every module of `verify` one of them imports, read from their import
-statements with `ast` (those inside functions and under `TYPE_CHECKING` included, and a string that names a
-module, as `python -m` or `importlib` takes it), with the packages above each (their `__init__` runs on
-import). So the verdict model and its decoder, how a crash is classified (`verify.report.crashes`), the seeds
-a confirmation uses (`verify.seeds`) and the mutation record are covered today, and a module the verdict code
-starts importing tomorrow is covered with no edit here; a renderer the run never imports (the HTML, the
-terminal) is not, so a change to how a report looks re-runs nothing.
+Ray node's server is) and of the gate kit (`verify.gatekit`: the gates call it and its comparisons decide a
+gate's outcome, yet no project file holds it) and, transitively, every module of `verify` one of them imports,
+read from their import statements with `ast` (those inside functions and under `TYPE_CHECKING` included, and a
+string that names a module, as `python -m` or `importlib` takes it), with the packages above each (their
+`__init__` runs on import). So the verdict model and its decoder, how a crash is classified
+(`verify.report.crashes`), the seeds a confirmation uses (`verify.seeds`) and the mutation record are covered
+today, and a module the verdict code starts importing tomorrow is covered with no edit here; a renderer the run
+never imports (the HTML, the terminal) is not, so a change to how a report looks re-runs nothing.
 
 The result cache keys every entry on the digest (a change to how verdicts are reached re-runs everything) and
 the Ray preflight compares it across nodes (a node running other harness code would reach other verdicts). A
@@ -25,7 +26,7 @@ from pathlib import Path
 __all__ = ["harness_digest", "harness_digest_bytes", "harness_modules"]
 
 _PACKAGE = Path(__file__).parents[1]  # the `verify` package this module belongs to
-_RUN = "run"  # the sub-package whose every module is verdict code
+_ROOTS = ("run", "gatekit")  # the sub-packages whose every module is verdict code
 
 
 def _module_files(package: Path) -> dict[str, Path]:
@@ -60,10 +61,11 @@ def _named(module: str, is_package: bool, source: bytes) -> frozenset[str]:
 
 def _covered(package: Path) -> dict[str, bytes]:
     """The source of every module that decides verdicts, by dotted name, in name order: every module of
-    `package`'s run and everything of `package` they import, transitively, with the packages above each."""
+    `package`'s run and gate kit and everything of `package` they import, transitively, with the packages above
+    each."""
     known = _module_files(package)
-    run = f"{package.name}.{_RUN}"
-    todo = [name for name in known if name == run or name.startswith(f"{run}.")]
+    roots = [f"{package.name}.{root}" for root in _ROOTS]
+    todo = [name for name in known if any(name == root or name.startswith(f"{root}.") for root in roots)]
     covered: dict[str, bytes] = {}
     while todo:
         module = todo.pop()
