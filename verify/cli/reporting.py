@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_HARNESS, EXIT_ERROR = 0, 1, 2, 3, 4
 EXIT_SIGNAL = {"SIGINT": 130, "SIGTERM": 143}
-LAST_REPORT = Path(".dflash-cache") / "last-report.json"  # relative to the project root (ResultCache.last_report)
+LAST_REPORT = Path(".dflash-cache") / "last-report.json"  # relative to the project root
 
 JsonOption = Annotated[Path | None, typer.Option("--json", help="Write the JSON report (dflash-verify/1) here.")]
 JunitOption = Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here (one testcase a mutation).")]

@@ -57,10 +57,6 @@ class SweepMutant:
     crash_kind: str = ""  # crashed past a ceiling: "memory", "processes", "disk" (verify.report.crashes)
 
     @property
-    def is_caught(self) -> bool:
-        return self.status is Status.KILLED
-
-    @property
     def label(self) -> str:
         """The status, or its finer bucket where a report keeps one apart (`NO_TESTS`, `NOT_CHECKED`)."""
         if self.mutmut in (NO_TESTS, NOT_CHECKED):
