@@ -66,9 +66,10 @@ docs: $(DOCSTAMP)
 # Test files run on two workers (pytest-xdist, a file's tests stay together so its module fixtures are built
 # once): most of the suite is one-threaded torch or a parent waiting on its children, so two workers use both
 # cores. The verify runs inside the tests scale their budgets by the measured load, as a user's runs do.
+# --durations: the 25 slowest tests in every log (CI's included), so a test that grows slow is seen.
 PYTEST_WORKERS ?= 2
 unit: install browser
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=25
 
 test: lint docs unit
 
