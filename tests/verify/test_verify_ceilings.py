@@ -7,8 +7,9 @@ before the next job starts.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
-import os
 import time
 import uuid
 from pathlib import Path
@@ -52,6 +53,7 @@ def test_mul():
 # What the hostile mutants call (each writes what it did into the shared folder, declared writable).
 EVIL = """import json
 import os
+import sys
 import time
 
 SHARED = os.environ["HOSTILE_SHARED"]
@@ -65,12 +67,12 @@ def hog():
 
 
 def bomb():
-    # 40 sleeping children, each pid written down: past a ceiling of 8 processes.
+    # 40 sleeping children, each pid written down: past a ceiling of 8 processes. Each names the shared folder
+    # on its command line, so the test finds any left from outside the child's PID namespace.
     for _ in range(40):
         pid = os.fork()
         if pid == 0:
-            time.sleep(120)
-            os._exit(0)
+            os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(120)", SHARED])
         with open(f"{SHARED}/bomb-pids", "a") as pids:
             pids.write(f"{pid}\\n")
 
@@ -112,12 +114,15 @@ def _project(make, tmp_path: Path, names: list[str]) -> tuple[Path, Path]:
     return project.root, project.shared
 
 
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+def alive_with(marker: str) -> list[int]:
+    """The live processes of this machine whose command line holds `marker` (found from outside any child's PID
+    namespace, where the pids a child wrote down mean nothing)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            if marker.encode() in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+    return found
 
 
 def test_a_memory_hog_a_fork_bomb_and_a_disk_filler_crash_by_name_and_their_siblings_keep_their_verdicts(
@@ -156,8 +161,8 @@ def test_a_memory_hog_a_fork_bomb_and_a_disk_filler_crash_by_name_and_their_sibl
     assert written["memory-hog"]["crash_kind"] == "memory"
     assert result.exit_code == 1  # crashes and survivors fail the run; the machine and the run carried on
     # The fork bomb was stopped and every process it made ended (two attempts, each writing its children's pids).
-    pids = [int(line) for line in (shared / "bomb-pids").read_text().split()]
-    assert pids and all(_gone(pid) for pid in pids)
+    assert (shared / "bomb-pids").read_text().split()
+    assert alive_with(str(shared)) == []
     # Every child that dumped its environment (the mutant's two gates' child, the flake check's ...).
     dumps = [json.loads(path.read_text()) for path in shared.glob("env-*.json")]
     assert dumps
@@ -167,10 +172,15 @@ def test_a_memory_hog_a_fork_bomb_and_a_disk_filler_crash_by_name_and_their_sibl
         assert "HOSTILE_SETTING" in dump["keys"] and dump["stdin"] == "/dev/null" and dump["oom"] == "1000"
 
 
-def test_a_timed_out_childs_daemon_is_gone_before_the_next_job_starts(toy_copy) -> None:
+def test_a_timed_out_childs_daemon_is_gone_before_the_next_job_starts(toy_copy, monkeypatch, tmp_path) -> None:
+    # The reaper's own path: in PID namespaces the kernel ends the daemon with its job's namespace, where the next
+    # job could not see it anyway.
+    monkeypatch.setenv("DFLASH_NAMESPACES", "off")
     root = toy_copy()
-    # /dev/shm is writable to a confined child: the two jobs talk through it.
-    pid_file, seen_file = (Path("/dev/shm") / f"dflash-test-{uuid.uuid4().hex}-{n}" for n in ("pid", "seen"))
+    # The two jobs talk through a folder declared writable (what a job leaves in /dev/shm is removed after it).
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    pid_file, seen_file = (shared / f"dflash-test-{uuid.uuid4().hex}-{n}" for n in ("pid", "seen"))
     source = (root / "toy" / "arith.py").read_text()
     daemon = (
         "import os, time\n    if os.fork() == 0:\n        os.setsid()\n        if os.fork() == 0:\n"
@@ -188,7 +198,7 @@ def test_a_timed_out_childs_daemon_is_gone_before_the_next_job_starts(toy_copy) 
         Job("checks", (gate,), 30.0, (("toy/arith.py", source.replace("return a * b", check)),)),
     ]
     try:
-        with Executor(load_config(root)) as executor:
+        with Executor(dataclasses.replace(load_config(root), writable=(str(shared),))) as executor:
             started = time.monotonic()
             hung, checked = executor.run(jobs, 1)
         assert hung.state == "timeout" and checked.state == "done", (hung, checked)
@@ -212,7 +222,7 @@ def test_the_environment_a_child_gets_drops_ray_and_credentials_only(name, value
     assert (name in clean_environment({name: value})) is not secret
 
 
-def test_a_ray_nodes_child_gets_the_same_clean_environment(toy_copy, monkeypatch) -> None:
+def test_a_ray_nodes_child_gets_the_same_clean_environment(toy_copy, monkeypatch, tmp_path) -> None:
     # The path a Ray task takes on its node, without Ray: the node server (a fresh process started from the
     # worker, RAY_* in its environment as in a Ray worker's) forks each job's child through the fork executor.
     from verify.run.execution.cluster.server import NodeServer
@@ -220,12 +230,13 @@ def test_a_ray_nodes_child_gets_the_same_clean_environment(toy_copy, monkeypatch
     root = toy_copy()
     monkeypatch.setenv("RAY_AUTH_TOKEN", "ray-secret")
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
-    dump = Path("/dev/shm") / f"dflash-test-{uuid.uuid4().hex}-env"
+    dump = tmp_path / "shared" / "env"  # declared writable: each child's /dev/shm is its own
+    dump.parent.mkdir()
     source = (root / "toy" / "arith.py").read_text()
     write = f"import os\n    open({str(dump)!r}, 'w').write(' '.join(os.environ))\n    return a * b"
     job = Job("dumps", ("tests/gates/test_arith.py::test_mul",), 30.0,
               (("toy/arith.py", source.replace("return a * b", write)),))  # fmt: skip
-    server = NodeServer(load_config(root), root)
+    server = NodeServer(dataclasses.replace(load_config(root), writable=(str(dump.parent),)), root)
     try:
         result = server.run(job)
         assert result.state == "done", result

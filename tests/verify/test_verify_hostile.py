@@ -182,7 +182,7 @@ def test_hostile_mutants_get_honest_verdicts_and_cannot_touch_each_other(
     assert by_name["keyboard-interrupt"].outcomes[0].exc_type == "KeyboardInterrupt"
     assert by_name["system-exit"].outcomes[0].exc_type == "SystemExit"
     assert all(by_name[n].attempts == 2 for n in ("keyboard-interrupt", "runtime-error", "sleeps", "breaks-invariant"))
-    assert result.exit_code == 1  # survivors and crashes fail the run; nothing is an error
+    assert result.exit_code == 1, result.output  # survivors and crashes fail the run; nothing is an error
     assert hash_tree(root) == before  # the user's tree is byte-identical, the writer's file included
 
     # A mutant that deleted a gate file in its copy changed nobody else's verdict: the same run without it.

@@ -59,7 +59,9 @@ def test_a_warm_worker_gives_what_a_fresh_child_gives(toy_copy, monkeypatch) -> 
     assert [(o.gate_id, o.outcome) for o in warm[3].outcomes] == [(TEST_SUB, "assertion")]
 
 
-def test_a_warm_child_is_the_executors_own_child(toy_copy) -> None:
+def test_a_warm_child_is_the_executors_own_child(toy_copy, monkeypatch) -> None:
+    # Its parent as the child sees it: without namespaces (in its own PID namespace it sees none, getppid 0).
+    monkeypatch.setenv("DFLASH_NAMESPACES", "off")
     root = toy_copy()
     with Executor(load_config(root)) as executor:
         _warm(executor)

@@ -165,13 +165,16 @@ def verify(
     from verify.run.execution.jobs import ExecutorLost
     from verify.run.phases.cache import ChangedSinceError, ResultCache
     from verify.run.phases.run import BaselineError, HarnessError, RunOptions, SelectionError, Shard, run_verify
-    from verify.run.sandbox import cgroups
+    from verify.run.sandbox import cgroups, namespaces, secrets
     from verify.run.sandbox.confine import probe
 
     started = time.monotonic()
     commit = project_commit(project)  # the tree the run starts from, not the one it ends on
     try:
         config = with_overrides(load_config(project), executor=executor, device=device, count=count)
+        if config.executor != "ray":  # its children fork here: from now on no process of the run holds a secret
+            secrets.reexec_clean()
+        secrets.known()  # the digests the image before the exec passed on, read before any child exists
         if clear_cache:
             ResultCache(config.root).clear()
         mutations = load_mutations(config)
@@ -204,6 +207,8 @@ def verify(
             render_confinement(confinement.describe())
         if config.executor != "ray" and not (layer := cgroups.probe()).active:
             render_ceilings(layer.describe())
+        if config.executor != "ray" and not (layers := namespaces.probe()).full:
+            render_confinement(layers.describe())
         with PhaseProgress() as progress:
             report = run_verify(config, mutations, options, progress, on_report=partial)
     except (ConfigError, SelectionError, ChangedSinceError, MutationError) as error:

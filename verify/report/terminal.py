@@ -197,14 +197,16 @@ def render_gate_list(title: str, gate_ids: Sequence[str], console: Console | Non
 
 
 def render_confinement(confinement: str, console: Console | None = None) -> None:
-    """A line on the run's confinement when it is less than full: "off: why" (children run unconfined) or
-    "landlock ABI n, partial: what it lacks"."""
-    what = (
-        "children can write wherever you can; the project and your home's start-up files are checked for changes "
-        "after the run"
-        if confinement.startswith("off")
-        else "children cannot write outside their own folders, but can do what this ABI does not govern"
-    )
+    """A line on the run's confinement when it is less than full: "off: why" (children run unconfined),
+    "landlock ABI n, partial: what it lacks", or the namespaces a child lacks ("namespaces ...; pid refused: why")."""
+    if confinement.startswith("namespaces"):
+        what = ("a child can see what each missing layer hides: other processes and their environment (pid), "
+                "the machine's /dev/shm, emptied after each child (mount), the network (net)")  # fmt: skip
+    elif confinement.startswith("off"):
+        what = ("children can write wherever you can; the project and your home's start-up files are checked for "
+                "changes after the run")  # fmt: skip
+    else:
+        what = "children cannot write outside their own folders, but can do what this ABI does not govern"
     (console or Console(stderr=True)).print(
         f"confinement {confinement}: {what} (docs/how-to/confinement.md)",
         style="yellow", markup=False, highlight=False,

@@ -2,8 +2,8 @@
 
 - `config/`: what the run is asked to do (settings, the catalog, the project's files, the selection, `init`'s
   scaffold, the `writable` key). Imports nothing else of the run.
-- `sandbox/`: what keeps a mutant in its box (Landlock confinement, the reaper, the tree inventory and guard,
-  the private copies, the per-child cgroups). Imports nothing else of the run.
+- `sandbox/`: what keeps a mutant in its box (Landlock confinement, namespaces, secrets, the reaper, the tree
+  inventory and guard, the private copies, the per-child cgroups). Imports nothing else of the run.
 - `child/`: what runs after fork (one job's life, the gate recorder and the p-value a red gate states, the
   child's half of coverage, the warm worker and its hot swap).
 - `execution/`: how jobs reach children (the job records, the fork executor and its warm workers, devices,

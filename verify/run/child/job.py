@@ -144,7 +144,7 @@ def isolate(config: ProjectConfig, job: Any, paths: JobPaths) -> Path:
     """Purge the project's modules, point sys.path, cwd and temp at this child's own copy and folder."""
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_DFL)  # the parent decides when a child ends
-    paths.tmp.mkdir()
+    paths.tmp.mkdir(exist_ok=True)  # made already where the child has a private tmpfs (sandbox.namespaces)
     os.environ["TMPDIR"] = str(paths.tmp)
     tempfile.tempdir = str(paths.tmp)
     if "torch" in sys.modules:

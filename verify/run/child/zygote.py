@@ -43,8 +43,9 @@ from verify.run.child.job import UNCONFINED_EXIT, JobPaths, end_child, fresh_ran
 from verify.run.child.recorder import Recorder
 from verify.run.config.settings import ProjectConfig
 from verify.run.config.writable import writable_paths
-from verify.run.sandbox import hardening, reaper
+from verify.run.sandbox import hardening, namespaces, reaper
 from verify.run.sandbox.confine import ConfineError, confine
+from verify.run.sandbox.namespaces import NamespaceError
 from verify.seeds import GATE_SEED_ENV
 
 __all__ = ["run_zygote"]
@@ -218,16 +219,17 @@ class _Warm:
                 if int(name) != log_fd and os.readlink(f"/proc/self/fd/{name}") == worker_log:
                     os.dup2(log_fd, int(name))
         try:
+            namespaces.enter(paths.base, paths.tmp, limits.memory_bytes)  # what it cannot see: before Landlock
             applied = confine([paths.base, paths.project, *writable_paths(self.config.writable)])
             if self.confined and not applied.active:
                 raise ConfineError("its worker was confined, this child got none")
             os.write(confined_fd, b"1")
-        except ConfineError as error:
+        except (ConfineError, NamespaceError) as error:
             sys.stderr.write(f"not confined, so no gate ran: {error}\n")
             os._exit(UNCONFINED_EXIT)
         finally:
             os.close(confined_fd)
-        paths.tmp.mkdir()
+        paths.tmp.mkdir(exist_ok=True)  # made already where it has a private tmpfs
         os.environ["TMPDIR"] = str(paths.tmp)
         tempfile.tempdir = str(paths.tmp)
         fresh_random_state()  # where a fresh child reseeds them too: where its gates start (`FreshStreams`)
@@ -261,10 +263,14 @@ def run_zygote(
 ) -> int:  # fmt: skip
     """The worker's body, in a child its executor forked; returns its exit code (a job's child never returns).
     `jobs_folder`: where the executor makes its jobs' folders; `executor`: the executor's pid."""
+    # Its jobs' children take their namespaces (id maps written to /proc, mounts) before their own Landlock, which a
+    # Landlocked worker would refuse them: where the kernel gives namespaces, the worker, which runs only the
+    # project's own unmutated code (imports, collection) and never a mutant, is left unconfined.
     try:
-        applied = confine([paths.base, paths.project, jobs_folder, *writable_paths(config.writable)])
-        if confined and not applied.active:
-            raise ConfineError("its parent found Landlock, this worker got none")
+        if not namespaces.probe().layers:
+            applied = confine([paths.base, paths.project, jobs_folder, *writable_paths(config.writable)])
+            if confined and not applied.active:
+                raise ConfineError("its parent found Landlock, this worker got none")
     except ConfineError as error:
         sock.send(f"fail not confined: {error}".encode())
         return UNCONFINED_EXIT

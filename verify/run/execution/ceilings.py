@@ -18,7 +18,7 @@ from pathlib import Path
 
 from verify.run.child.streams import OUTPUT_EXIT
 from verify.run.config.settings import ProjectConfig
-from verify.run.sandbox import cgroups, hardening, reaper
+from verify.run.sandbox import cgroups, hardening, namespaces, reaper
 
 __all__ = ["check", "died_at", "for_child", "harness_job", "kernel", "load_scale", "output"]
 
@@ -60,7 +60,9 @@ def check(
     elif not breach[0] and ceilings.memory_bytes and group is None and (len(processes) == 1 or seldom):
         # Polled only where no cgroup holds it: the kernel's limit is exact, and counts only what the tree took
         # since its fork (the pages it shares with its parent are the parent's), where a poll races it.
-        resident = reaper.resident_bytes(processes)
+        # Its private /dev/shm and TMPDIR are memory too (`verify.run.sandbox.namespaces`), held by no process
+        # (in a cgroup the kernel charges them to it).
+        resident = reaper.resident_bytes(processes) + namespaces.private_bytes(pid)
         if resident > ceilings.memory_bytes:
             breach = ("MemoryCeiling", f"{resident >> 20} MiB resident, past its ceiling of "
                       f"{ceilings.memory_bytes >> 20} MiB ([tool.dflash] memory_factor)")  # fmt: skip

@@ -20,6 +20,7 @@ the Ray executor runs it on each worker node. It knows nothing of mutations or v
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import importlib
 import os
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from verify.run.child import integrity
-from verify.run.child.job import JobPaths, end_child, prime, run_child, warm_pytest
+from verify.run.child.job import UNCONFINED_EXIT, JobPaths, end_child, prime, run_child, warm_pytest
 from verify.run.child.journal import new_key
 from verify.run.config.project import project_files
 from verify.run.config.settings import ProjectConfig
@@ -44,7 +45,7 @@ from verify.run.execution.jobs import Job, JobResult
 from verify.run.execution.overtime import GateClock, job_budget
 from verify.run.execution.remains import collect
 from verify.run.execution.zygotes import Zygotes
-from verify.run.sandbox import cgroups, hardening, reaper
+from verify.run.sandbox import cgroups, hardening, namespaces, reaper, shm
 from verify.run.sandbox.confine import probe
 from verify.run.sandbox.copies import CopyPool
 from verify.run.sandbox.private_copy import adopt_bytecode, copy_files
@@ -100,6 +101,7 @@ class Executor:
             DevicePool(self._devices, 1)  # no GPU visible: refused here, before anything is copied or forked
         self._pool: DevicePool | None = None
         self._confined = False  # Landlock found here: then a child that cannot confine itself runs nothing
+        self._leftovers = shm.Leftovers(False)  # what jobs leave in the machine's /dev/shm, without their own
         self._said: set[int] = set()  # the read ends of the running children's "confined" pipes
         self.warm = Zygotes(config, Path(), self.copies, False, ceilings.load_scale)
         self.groups = cgroups.Groups(cgroups.Layer(why="not started"))
@@ -122,6 +124,8 @@ class Executor:
     def __enter__(self) -> Executor:
         self._confined = probe().active
         self.groups = cgroups.Groups(cgroups.probe())  # the kernel's ceilings per child, where it has them
+        # Namespaces probed here, before torch's import makes the throwaway fork dear; every child inherits the answer.
+        self._leftovers = shm.Leftovers(not namespaces.probe().has("mount"))
         self._tmp = tempfile.mkdtemp(prefix="dflash-verify-")
         self.pristine = Path(self._tmp, "pristine").resolve()
         copy_files(self.config.root, project_files(self.config), self.pristine)
@@ -173,6 +177,7 @@ class Executor:
                     devices = self._pool.devices(gpus) if self._pool is not None else ()
                     key = new_key()
                     group = self.groups.make(limits.memory_bytes, limits.processes)
+                    self._leftovers.start(job.key)
                     hot = self.warm.take(job, limits, key, group) if gpus < 0 else None
                     pid, paths, said, worker = hot or (*self._spawn(job, devices, limits, key, group), 0)
                     self._said.add(said)
@@ -188,7 +193,7 @@ class Executor:
                     sample = last_watch - last_sample > _LOAD_SAMPLE_S
                     last_sample = last_watch if sample else last_sample
                     for pid, entry in running.items():  # its ceilings (ended past one), the load less its own
-                        processes = reaper.tree(pid)
+                        processes = reaper.tree(pid)[namespaces.helpers() :]  # the job's, not its namespace's keepers
                         if not entry.breach[0]:
                             streams, group = entry.paths.streams, entry.group
                             entry.breach = ceilings.check(pid, processes, entry.ceilings, sample, streams, group)
@@ -209,6 +214,7 @@ class Executor:
                 exits.close(entry.pidfd)
                 self.groups.release(entry.group)
                 self._give_back(entry, over=False)
+                self._leftovers.end(entry.job.key)
             reaper.end_children(keep=self._keep | self.warm.pids(), within_s=_LEFTOVERS_S)
             self._pool = None
         return [done[j.key] for j in jobs]
@@ -251,6 +257,8 @@ class Executor:
                 entry.job, entry.paths, entry.breach, entry.ceilings, entry.budget_s, exit_code, elapsed, peak,
                 confined or not self._confined, entry.overdue, entry.key,
             )  # fmt: skip
+            if left := self._leftovers.end(entry.job.key):  # named in its result
+                result = dataclasses.replace(result, reason="; ".join(filter(None, (result.reason, left))))
             if ceilings.harness_job(entry.job.key) and result.state == "done":
                 self._peak = max(self._peak, peak)
             if self._pool is not None and entry.gpus >= 0:
@@ -307,6 +315,8 @@ class Executor:
                 # Before the project's code: no secret of the harness, no terminal, the ceilings, the log.
                 hardening.enter(parent, environment, limits, paths.log)
                 reaper.become_subreaper()  # what the job starts comes back here when its parent dies
+                if not namespaces.entered(paths.base, paths.tmp, limits.memory_bytes):  # right before Landlock
+                    return UNCONFINED_EXIT  # refused a layer the probe found: it runs no gate
                 exit_code = run_child(
                     self.config, job, paths, claims, self._confined, confined_write, ceilings.load_scale, key
                 )

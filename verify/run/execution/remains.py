@@ -20,7 +20,7 @@ from verify.run.child.job import JobPaths
 from verify.run.child.journal import Entries, read_journal
 from verify.run.execution import ceilings
 from verify.run.execution.jobs import Job, JobResult
-from verify.run.sandbox import hardening
+from verify.run.sandbox import hardening, namespaces
 
 __all__ = ["collect", "death", "job_result", "refusal"]
 
@@ -120,4 +120,21 @@ def collect(
     else:
         kind, why = death(exit_code, paths.log)
         state, running_outcome = "died", GateOutcome("", Outcome.EXCEPTION, 0.0, kind, why)
-    return job_result(job, data, read_journal(paths.journal, key), state, why, running_outcome, elapsed)
+    result = job_result(job, data, read_journal(paths.journal, key), state, why, running_outcome, elapsed)
+    return _private_memory_full(result, paths, limits)
+
+
+def _private_memory_full(result: JobResult, paths: JobPaths, limits: hardening.Ceilings) -> JobResult:
+    """A gate red by ENOSPC when the child's private /dev/shm and TMPDIR (`verify.run.sandbox.namespaces`: one
+    tmpfs the size of its memory ceiling) were full when it ended: it hit its memory ceiling, and says so."""
+    ceiling = limits.memory_bytes
+    if not ceiling or namespaces.spent(paths.base) < ceiling - (1 << 20):
+        return result
+    why = f"its private /dev/shm and TMPDIR filled its memory ceiling of {ceiling >> 20} MiB"
+    outcomes = tuple(
+        dataclasses.replace(o, exc_type="MemoryCeiling", message=f"{why} ({o.message})")
+        if o.outcome is Outcome.EXCEPTION and "No space left on device" in o.message
+        else o
+        for o in result.outcomes
+    )
+    return dataclasses.replace(result, outcomes=outcomes)

@@ -27,6 +27,7 @@ from verify.run.phases.layout_probe import check_sources_imported
 from verify.run.phases.order import expected_s, kill_order, pins_first
 from verify.run.phases.state import Planned, RunState
 from verify.run.phases.verdicts import settle, void
+from verify.run.sandbox import namespaces
 from verify.run.sandbox.guard import TreeGuard
 
 __all__ = ["BaselineError", "HarnessError", "Progress", "RunOptions", "SelectionError", "Shard", "run_verify"]
@@ -99,6 +100,8 @@ def run_verify(
     # The inventory before any child, taken aside while the executor starts; `watch` waits for it.
     guard = TreeGuard(config.root, options.outputs, cache_mod.CACHE_DIR, aside=True)
     run.confinement = guard.confinement.describe()
+    if config.executor != "ray":  # what children forked here cannot see; a cluster's nodes are probed there
+        run.confinement += f"; {namespaces.probe().describe()}"
     with guard, signals_as_interrupts(), open_executor(config, options.ray_address) as executor:
         run.nodes = executor.nodes  # on a cluster the children's confinement is each node's
         run.ceilings = executor.ceilings

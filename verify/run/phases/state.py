@@ -1,6 +1,8 @@
 """What a verify run has established so far: each planned mutation (`Planned`) and the run's state
 (`RunState`: verdicts, baseline, flaky gates, what was lost), from which a partial `RunReport` can be made at any
-moment. Records and one rule: a verdict that awaits confirmation is never cached (`add`). Runs nothing.
+moment. Records and two rules: a verdict that awaits confirmation is never cached, and every verdict is
+recorded with the harness's known secret values redacted from what its children said (`add`: the one door
+through which a mutant's words reach the JSON, HTML, JUnit and terminal reports and the cache). Runs nothing.
 """
 
 from __future__ import annotations
@@ -10,13 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from verify.mutation import Mutation
-from verify.report.verdict import Baseline, MutationResult, RunReport
+from verify.report.verdict import Baseline, GateOutcome, MutationResult, RunReport
 from verify.run.apply import Applied
 from verify.run.config.selection import RunOptions
 from verify.run.config.settings import ProjectConfig
 from verify.run.execution.jobs import JobResult
 from verify.run.phases import cache as cache_mod
 from verify.run.phases.chance import AWAITING, awaits_confirmation, conclusive_reason
+from verify.run.sandbox.secrets import Secrets, known
 
 __all__ = ["Planned", "RunState"]
 
@@ -55,9 +58,12 @@ class RunState:
     nodes: tuple[tuple[str, str], ...] = ()  # (node, its children's confinement) on a cluster
     plans: dict[str, Planned] = dataclasses.field(default_factory=dict)  # every mutation a gate reaches
     num_jobs: int = 1  # children at once, in every phase
+    secrets: Secrets = dataclasses.field(default_factory=known)  # what the reports must never show
 
     def add(self, result: MutationResult, key: str = "", *, emit: bool = True) -> None:
-        """Record a verdict (cached under `key` when given, once final); `emit` hands the partial report on."""
+        """Record a verdict (cached under `key` when given, once final), its children's words redacted; `emit`
+        hands the partial report on."""
+        result = _redacted(result, self.secrets)
         statistical, conclusive_p = self.config.statistical_gates, self.config.conclusive_p_value
         if awaits_confirmation(result, statistical, conclusive_p):
             result = dataclasses.replace(result, reason=AWAITING)  # not final yet (verify.run.phases.chance)
@@ -93,3 +99,14 @@ class RunState:
             jobs=self.num_jobs,
             counting=config.count,
         )
+
+
+def _redacted(result: MutationResult, secrets: Secrets) -> MutationResult:
+    """`result` with every secret value the run knows gone from what a child could have put in it."""
+
+    def outcome(o: GateOutcome) -> GateOutcome:
+        return dataclasses.replace(o, exc_type=secrets.redact(o.exc_type), message=secrets.redact(o.message))
+
+    return dataclasses.replace(
+        result, reason=secrets.redact(result.reason), outcomes=tuple(outcome(o) for o in result.outcomes)
+    )

@@ -8,6 +8,10 @@ first pick when memory runs out, and ceilings on memory and file size.
   credentials, the ssh and gpg agents' sockets), and any value holding a URL with a password in it. A
   denylist, not an allowlist: gates read their own settings from the environment (a data folder, a seed, a
   device), and an allowlist would silently drop them.
+- The environment the kernel shows (`/proc/self/environ`: the block the process was exec'd with, which a fork
+  inherits whatever Python's `os.environ` says) has every denylisted entry overwritten with NUL bytes in place
+  (`scrub_environ_block`), so a child cannot read a secret there even where its parent was started with one.
+  Its memory may still hold what its parent held; `verify.run.sandbox.secrets` keeps the CLI's parent clean.
 - stdin is /dev/null: a gate that reads the terminal gets end of file, never the user's keystrokes.
 - `oom_score_adj` 1000 (an unprivileged process may always raise its own): when the machine runs out of
   memory the kernel kills a child, never the harness above it.
@@ -40,7 +44,7 @@ from pathlib import Path
 from typing import NoReturn
 
 __all__ = ["Ceilings", "SECRET_DOC", "clean_environment", "die_with_parent", "enter", "harden", "is_secret", "leave",
-           "memory_bytes", "vm_data_bytes"]  # fmt: skip
+           "memory_bytes", "scrub_environ_block", "vm_data_bytes"]  # fmt: skip
 
 # Names matched whole (case-insensitive) against each variable name; see the module docstring for why each.
 _SECRET_NAMES = re.compile(
@@ -117,12 +121,36 @@ def die_with_parent(parent: int) -> None:
         os._exit(70)
 
 
+def scrub_environ_block() -> int:
+    """Overwrite, in this process's memory, every denylisted entry of the environment block it was exec'd with
+    (what `/proc/self/environ` reads) with NUL bytes, in place: the other entries keep their addresses (a library
+    may hold a pointer into one). Returns the entries scrubbed; 0 where the block cannot be found."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rpartition(")")[2].split()
+        start, end = int(fields[47]), int(fields[48])  # env_start and env_end: the 50th and 51st fields
+    except (OSError, ValueError, IndexError):
+        return 0
+    if not 0 < start < end:
+        return 0
+    block = ctypes.string_at(start, end - start)
+    scrubbed, offset = 0, 0
+    for entry in block.split(b"\0"):
+        name, _, value = entry.partition(b"=")
+        if entry and is_secret(name.decode(errors="replace"), value.decode(errors="replace")):
+            ctypes.memset(start + offset, 0, len(entry))
+            scrubbed += 1
+        offset += len(entry) + 1
+    return scrubbed
+
+
 def harden(environment: Mapping[str, str], ceilings: Ceilings) -> None:
     """In a fresh child, before the project's code: the environment becomes `environment` cleaned (on top of
-    the inherited one, cleaned), stdin /dev/null, oom_score_adj raised, the ceilings set."""
+    the inherited one, cleaned) and the kernel's copy is scrubbed, stdin /dev/null, oom_score_adj raised, the
+    ceilings set."""
     cleaned = clean_environment({**os.environ, **environment})
     os.environ.clear()
     os.environ.update(cleaned)
+    scrub_environ_block()
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from verify.run.config.settings import ProjectConfig
 from verify.run.execution.jobs import Job, JobResult
+from verify.run.sandbox.hardening import clean_environment
 
 __all__ = ["NodeServer", "ServerError"]
 
@@ -48,9 +49,12 @@ class NodeServer:
         job_read, self._job_write = os.pipe()
         self._result_read, result_write = os.pipe()
         command = [sys.executable, "-m", "verify.run.execution.cluster.server", str(job_read), str(result_write)]
+        # Started by exec with the environment its children get: none of Ray's variables (its auth token) nor any
+        # other secret is in the block its forked children inherit (verify.run.sandbox.secrets).
         self._process = subprocess.Popen(
-            command, pass_fds=(job_read, result_write), preexec_fn=_die_with_worker, stdin=subprocess.DEVNULL
-        )
+            command, pass_fds=(job_read, result_write), preexec_fn=_die_with_worker, stdin=subprocess.DEVNULL,
+            env=clean_environment(os.environ),
+        )  # fmt: skip
         os.close(job_read)
         os.close(result_write)
         self._jobs = Connection(self._job_write, readable=False)
