@@ -172,9 +172,7 @@ def verify(
     commit = project_commit(project)  # the tree the run starts from, not the one it ends on
     try:
         config = with_overrides(load_config(project), executor=executor, device=device, count=count)
-        if config.executor != "ray":  # its children fork here: from now on no process of the run holds a secret
-            secrets.reexec_clean()
-        secrets.known()  # the digests the image before the exec passed on, read before any child exists
+        secrets.start(reexec=config.executor != "ray")  # children fork here: from now on no process holds a secret
         if clear_cache:
             ResultCache(config.root).clear()
         mutations = load_mutations(config)

@@ -101,7 +101,7 @@ class Executor:
             DevicePool(self._devices, 1)  # no GPU visible: refused here, before anything is copied or forked
         self._pool: DevicePool | None = None
         self._confined = False  # Landlock found here: then a child that cannot confine itself runs nothing
-        self._leftovers = shm.Leftovers(False)  # what jobs leave in the machine's /dev/shm, without their own
+        self._leftovers = shm.Leftovers(not namespaces.probe().has("mount"))  # in the machine's /dev/shm, if theirs
         self._said: set[int] = set()  # the read ends of the running children's "confined" pipes
         self.warm = Zygotes(config, Path(), self.copies, False, ceilings.load_scale)
         self.groups = cgroups.Groups(cgroups.Layer(why="not started"))
@@ -124,8 +124,6 @@ class Executor:
     def __enter__(self) -> Executor:
         self._confined = probe().active
         self.groups = cgroups.Groups(cgroups.probe())  # the kernel's ceilings per child, where it has them
-        # Namespaces probed here, before torch's import makes the throwaway fork dear; every child inherits the answer.
-        self._leftovers = shm.Leftovers(not namespaces.probe().has("mount"))
         self._tmp = tempfile.mkdtemp(prefix="dflash-verify-")
         self.pristine = Path(self._tmp, "pristine").resolve()
         copy_files(self.config.root, project_files(self.config), self.pristine)

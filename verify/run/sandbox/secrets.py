@@ -31,7 +31,7 @@ from pathlib import Path
 
 from verify.run.sandbox.hardening import clean_environment, is_secret
 
-__all__ = ["MIN_LENGTH", "REDACTED", "Secrets", "is_program", "known", "reexec_clean"]
+__all__ = ["MIN_LENGTH", "REDACTED", "Secrets", "is_program", "known", "reexec_clean", "start"]
 
 FD_ENV = "DFLASH_REDACTION_FD"  # the pipe the re-executed image reads the digests from (a number, no secret)
 REDACTED = "[redacted]"
@@ -148,3 +148,12 @@ def reexec_clean() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, sys.orig_argv, {**clean_environment(os.environ), FD_ENV: str(read)})
+
+
+def start(reexec: bool) -> Secrets:
+    """A run's first act once its settings are read: re-execute without secrets where `reexec` (its children fork
+    here), then the secrets it knows, the digests the image before the exec passed on read before any child
+    exists (a forked child would inherit their pipe)."""
+    if reexec:
+        reexec_clean()
+    return known()
