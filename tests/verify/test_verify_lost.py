@@ -36,6 +36,10 @@ class _Losing:
     def nodes(self) -> tuple[tuple[str, str], ...]:
         return self.inner.nodes
 
+    @property
+    def ceilings(self) -> str:
+        return self.inner.ceilings
+
     def run(self, jobs, num_jobs, on_done=None) -> list[JobResult]:
         losing = [j for j in jobs if any(LOST_TEXT in text for _, text in j.overrides)]
         kept = [j for j in jobs if j not in losing]

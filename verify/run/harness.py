@@ -54,7 +54,9 @@ def _named(module: str, is_package: bool, source: bytes) -> frozenset[str]:
                 base = ".".join([*anchor, base] if base else anchor)
             # `from verify.report import crashes` imports the module verify.report.crashes
             found.update([base, *(f"{base}.{alias.name}" for alias in node.names)])
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and not node.value.endswith(".__main__"):
+            # A string naming a package's `__main__` names the program (the run asks whether it is the one
+            # running), not code the run imports: the CLI behind it decides no verdict.
             found.add(node.value)
     return frozenset(found)
 

@@ -35,6 +35,7 @@ SWITCH = "DFLASH_CGROUPS"  # "off": no cgroups, the parent's polling only
 TASKS_PER_PROCESS = 4  # pids.max per process of the ceiling: a process may run a few threads
 _PREFIX = "dflash-"
 _REMOVE_S = 2.0  # a group's last processes, killed, leave it within this
+_CLOSE_S = 30.0  # at the run's end, how long a group the kernel was slow to empty is waited for
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,9 +194,9 @@ class Group:
     def _pids(self) -> set[int]:
         return {int(p) for folder in self.folders for p in _read(folder / "cgroup.procs").split() if p.isdigit()}
 
-    def remove(self) -> bool:
+    def remove(self, within_s: float = _REMOVE_S) -> bool:
         """Kill what is left in the group, then remove it; False if it could not be removed in time."""
-        deadline = time.monotonic() + _REMOVE_S
+        deadline = time.monotonic() + within_s
         while True:
             for pid in self._pids():
                 with contextlib.suppress(OSError):
@@ -214,6 +215,7 @@ class Groups:
 
     layer: Layer
     made: dict[str, Group] = field(default_factory=dict)
+    stuck: list[Group] = field(default_factory=list)  # released, but not yet empty enough to remove
     _count: int = 0
     # The run's folder: this process's pid (what a later run checks before it removes a folder left behind) and a
     # token, so runs in other pid namespaces that share a hierarchy (the pids root) never share a folder.
@@ -284,13 +286,18 @@ class Groups:
             (group.memory / "memory.memsw.limit_in_bytes").write_text(str(memory_bytes))
 
     def release(self, group: Group | None) -> None:
-        """The group's child was reaped: the group goes, whatever is left in it killed."""
-        if group is not None and self.made.pop(str(group.memory), None) is not None:
-            group.remove()
+        """The group's child was reaped: the group goes, whatever is left in it killed. One the kernel is slow to
+        empty (a killed hog's pages still being freed on a loaded machine) is tried again at `close`, so the run
+        never waits long on it here."""
+        if group is not None and self.made.pop(str(group.memory), None) is not None and not group.remove():
+            self.stuck.append(group)
 
     def close(self) -> None:
         for group in list(self.made.values()):
             self.release(group)
+        for group in self.stuck:  # the run is over: worth waiting for the kernel, so no folder outlives it
+            group.remove(_CLOSE_S)
+        self.stuck.clear()
         if self.layer.active:
             for folder in self._folders():
                 with contextlib.suppress(OSError):
