@@ -34,7 +34,8 @@ def test_explain_names_the_bug_and_proves_the_rewrites_equivalent(toy: Path) -> 
     done = runner.invoke(app, ["verify", "explain", *names, "--jobs", "2", "--json", str(out), "--project", str(toy)])
     assert done.exit_code == 0, done.output
     assert "scale-off: first divergence: ramp, step 0, row 0: scaled: max |diff|" in done.output
-    assert "a gate that would see it: a gate comparing scale() with its formula, on the workload 'ramp'" in done.output
+    # Measured, not the observer's mapping: the toy's only gate never runs its engine.
+    assert "a gate that would see it: none: no gate runs the changed lines (measured in the pristine run)" in done.output
     assert "times-one: observably equivalent on these fixtures (2 workloads, 2 observables compared)" in done.output
     assert "no-op: observably equivalent on these fixtures" in done.output
     assert "duplicates (identical observations, counted once): scale-off, scale-off-again" in done.output

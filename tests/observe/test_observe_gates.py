@@ -72,7 +72,7 @@ def test_a_change_no_gate_runs_is_not_observed(toy: Path) -> None:
     (toy / "tests" / "test_toy_ids.py").write_text(TOY_GATE.replace("from toy.engine import ids", "ids = len"))
     done = runner.invoke(app, ["verify", "explain", "scale-off", "--project", str(toy)])
     assert done.exit_code == 0, done.output
-    assert "scale-off: not observed: toy/engine.py line 6 not reached" in done.output
+    assert "scale-off: not observed: toy/engine.py line 7 not reached in 0 workloads" in done.output
 
 
 def test_the_recording_is_bounded_and_says_so() -> None:
@@ -134,3 +134,39 @@ def test_explain_without_an_observer_on_this_repositorys_runner(tmp_path: Path) 
     assert first.startswith("draft-context-positions-shifted: first divergence: gates/test_smoke.py::test_the_engine_"), first
     assert "first function whose result differs: runner." in done.stdout
     assert "a gate that would see it: gates/test_smoke.py::test_the_engine_emits_tokens (measured" in done.stdout
+
+
+# ---- examples/lookup-engine, copied without its observer ---------------------------------------------------------
+
+LOOKUP_TABLE = '''
+[tool.dflash]
+mutation_modules = ["engine_mutations"]
+source_roots = ["lookupspec"]
+gates = ["tests"]
+gate_marker = ""
+invariant_errors = []
+jobs = 2
+'''
+# A do-nothing rewrite of a line every rule check runs: x * 1.0 is exact.
+TIMES_ONE = '''
+register(Mutation(name="ratio-times-one", bug_class="p * 1.0: exact", file="lookupspec/accept.py",
+                  anchor="ratio = p[i, x] / q[i, x]", replacement="ratio = p[i, x] * 1.0 / q[i, x]"))
+'''
+
+
+@pytest.mark.slow
+def test_explain_without_an_observer_on_the_lookup_example(tmp_path: Path) -> None:
+    root = tmp_path / "lookup-engine"
+    shutil.copytree(REPO / "examples" / "lookup-engine", root, ignore=shutil.ignore_patterns("__pycache__", "mutants"))
+    (root / "lookupspec" / "observe.py").unlink()  # no observer at all: the user writes only gates
+    (root / "pyproject.toml").write_text((root / "pyproject.toml").read_text() + LOOKUP_TABLE)
+    (root / "engine_mutations.py").write_text((root / "engine_mutations.py").read_text() + TIMES_ONE)
+    done = _dflash(root, "verify", "explain", "drafter-context-one-back", "ratio-times-one", "--jobs", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    first = done.stdout.splitlines()[0]
+    assert first.startswith("drafter-context-one-back: first divergence: tests/test_engine.py::"), first
+    assert "first function whose result differs: lookupspec.drafter.NGramDrafter." in done.stdout
+    assert "a gate that would see it: tests/test_engine.py::" in done.stdout
+    assert "ratio-times-one: observably equivalent on these fixtures" in done.stdout
+    assert "lookupspec/accept.py changed line 17: 1/1 ran" in done.stdout
+    assert "recording capped: tests/test_engine.py::test_acceptance_rule_has_speculative_samplings_law: " in done.stdout

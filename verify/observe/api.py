@@ -78,11 +78,14 @@ def mutant_texts(mutations: Mapping[str, Mutation], root: Path) -> tuple[dict[st
 
 
 def _group(observed: Observed) -> tuple[tuple[str, ...], ...]:
-    """Mutants whose observations are identical, bit for bit, and differ from the pristine tree's."""
+    """Mutants whose observations are identical, bit for bit, and differ from the pristine tree's (a mutant with
+    no divergence is no one's duplicate: with the gates as workloads each mutant runs its own gates, so its
+    digest is not the pristine run's even where nothing differs)."""
     groups: dict[str, list[str]] = {}
     for name in sorted(observed.digests):
         digest = observed.digests[name]
-        if digest != observed.pristine_digest:
+        comparison = observed.comparisons.get(name)
+        if digest != observed.pristine_digest and comparison is not None and not comparison.is_equivalent:
             groups.setdefault(digest, []).append(name)
     return tuple(tuple(group) for group in groups.values() if len(group) > 1)
 
