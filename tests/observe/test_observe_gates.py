@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 
 # A gate of the toy that runs its engine and checks only the number of ids: scale-off survives it.
-TOY_GATE = '''import pytest
+TOY_GATE = """import pytest
 import torch
 
 from toy.engine import ids
@@ -35,7 +35,7 @@ pytestmark = pytest.mark.gate
 
 def test_ids_come_out() -> None:
     assert len(ids(torch.arange(4.0))) == 4
-'''
+"""
 
 
 def _without_observer(toy: Path) -> Path:
@@ -90,7 +90,7 @@ def test_the_recording_is_bounded_and_says_so() -> None:
 
 # ---- this repository's runner, copied without its observer and with one weak gate -----------------------------
 
-RUNNER_GATE = '''import json
+RUNNER_GATE = """import json
 from pathlib import Path
 
 import pytest
@@ -107,7 +107,7 @@ def test_the_engine_emits_tokens() -> None:
     engine = Engine.from_pretrained(FIXTURE / "target", FIXTURE / "draft", config=EngineConfig(max_num_seqs=2))
     outputs = engine.generate([list(p) for p in prompts], SamplingParams(max_tokens=12))
     assert all(len(out) > 0 for out in outputs)
-'''
+"""
 
 
 def _dflash(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -131,14 +131,16 @@ def test_explain_without_an_observer_on_this_repositorys_runner(tmp_path: Path) 
     done = _dflash(root, "verify", "explain", "draft-context-positions-shifted")
     assert done.returncode == 0, done.stdout + done.stderr
     first = done.stdout.splitlines()[0]
-    assert first.startswith("draft-context-positions-shifted: first divergence: gates/test_smoke.py::test_the_engine_"), first
+    assert first.startswith(
+        "draft-context-positions-shifted: first divergence: gates/test_smoke.py::test_the_engine_"
+    ), first
     assert "first function whose result differs: runner." in done.stdout
     assert "a gate that would see it: gates/test_smoke.py::test_the_engine_emits_tokens (measured" in done.stdout
 
 
 # ---- examples/lookup-engine, copied without its observer ---------------------------------------------------------
 
-LOOKUP_TABLE = '''
+LOOKUP_TABLE = """
 [tool.dflash]
 mutation_modules = ["engine_mutations"]
 source_roots = ["lookupspec"]
@@ -146,12 +148,12 @@ gates = ["tests"]
 gate_marker = ""
 invariant_errors = []
 jobs = 2
-'''
+"""
 # A do-nothing rewrite of a line every rule check runs: x * 1.0 is exact.
-TIMES_ONE = '''
+TIMES_ONE = """
 register(Mutation(name="ratio-times-one", bug_class="p * 1.0: exact", file="lookupspec/accept.py",
                   anchor="ratio = p[i, x] / q[i, x]", replacement="ratio = p[i, x] * 1.0 / q[i, x]"))
-'''
+"""
 
 
 @pytest.mark.slow

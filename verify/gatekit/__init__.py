@@ -42,7 +42,6 @@ from verify.gatekit.sampling import (
     output_fit,
     sequence_counts,
 )
-from verify.gatekit.stop import assert_stop_law, stop_fit, stop_law
 from verify.gatekit.stats import (
     ALPHA_CHECK,
     ALPHA_GATE,
@@ -54,6 +53,7 @@ from verify.gatekit.stats import (
     pearson_fit,
     proportion_p_value,
 )
+from verify.gatekit.stop import assert_stop_law, stop_fit, stop_law
 
 __all__ = [
     "ALPHA_CHECK",

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
-from verify.seeds import reseed
 from verify.gatekit.stats import ALPHA_CHECK, FitResult, LawMismatch, detectable_tv, pearson_fit, pooling
+from verify.seeds import reseed
 
 __all__ = [
     "RULE_DRAWS",

@@ -63,8 +63,9 @@ def first_token_fit(
     """sample_first(seed) for seeds s .. s + num_draws - 1 (s = reseed(first_seed): `first_seed` itself under
     plain pytest and a verify run's first pass, an independent start on the stream a statistical kill is
     confirmed on, `verify.seeds`), each the first token the engine emits for a request with that seed (whose
-    draft is drawn from q, like every request's: the check assumes nothing else), tested against `law` [V] (the target's sampling distribution after the
-    prompt) at level `alpha`. fit.detectable_tv is the smallest distance seen with probability >= 0.99."""
+    draft is drawn from q, like every request's: the check assumes nothing else), tested against `law` [V]
+    (the target's sampling distribution after the prompt) at level `alpha`. fit.detectable_tv is the smallest
+    distance seen with probability >= 0.99."""
     start = reseed(first_seed)
     tokens = torch.tensor([int(sample_first(start + i)) for i in range(num_draws)])
     return output_fit(tokens, law.double().flatten(), alpha)

@@ -103,7 +103,9 @@ def _gate_workloads(config: ProjectConfig, mutants: Mapping[str, Mapping[str, st
         lines = cached.get("coverage", {}).get("lines", {})
         gate_ids = tuple(str(g["gate_id"]) for g in cached.get("baseline", {}).get("gates", ()))
         texts = {rel: (config.root / rel).read_text() for overrides in mutants.values() for rel in overrides}
-        reaching = {g for overrides in mutants.values() for g in reach.gates_reaching(lines, texts, overrides, gate_ids)}
+        reaching = {
+            g for overrides in mutants.values() for g in reach.gates_reaching(lines, texts, overrides, gate_ids)
+        }
         paths = tuple(g for g in gate_ids if g in reaching)
     options = (*config.marker_args, *config.pytest_args)
     return GateWorkloads(paths or tuple(config.gates), options, tuple(config.source_roots))
@@ -140,7 +142,11 @@ def explain_overrides(
     first_of = {name: group[0] for group in groups for name in group[1:]}
     explanations = {
         name: explain(
-            name, observed.comparisons[name], observed.gates, first_of.get(name, ""), observed.reach.get(name, {}),
+            name,
+            observed.comparisons[name],
+            observed.gates,
+            first_of.get(name, ""),
+            observed.reach.get(name, {}),
             _facts(observed, name) if job.gates is not None else None,
         )
         for name in mutants

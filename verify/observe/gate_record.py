@@ -152,7 +152,7 @@ class _Recorder:
 
     def _bounded(self, value: Any, depth: int) -> Any:
         limits = self.limits
-        if type(value).__module__ == "numpy" and hasattr(value, "__array__") and getattr(value, "ndim", 0):
+        if type(value).__module__ == "numpy" and hasattr(value, "__array__") and bool(getattr(value, "ndim", 0)):
             value = torch.as_tensor(value.copy())
         if isinstance(value, torch.Tensor):
             tensor = value.detach()
@@ -177,11 +177,11 @@ class _Recorder:
         if depth >= limits.depth:
             return f"<{type(value).__qualname__}>"
         if isinstance(value, Mapping):
-            items = list(value.items())
-            kept = {str(k): self._bounded(v, depth + 1) for k, v in items[: limits.items]}
-            if len(items) > limits.items:
-                kept["..."] = f"{len(items) - limits.items} more"
-            return kept
+            pairs = list(value.items())
+            mapped = {str(k): self._bounded(v, depth + 1) for k, v in pairs[: limits.items]}
+            if len(pairs) > limits.items:
+                mapped["..."] = f"{len(pairs) - limits.items} more"
+            return mapped
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             fields = [(f.name, self._bounded(getattr(value, f.name), depth + 1)) for f in dataclasses.fields(value)]
             return (type(value).__qualname__, tuple(fields[: limits.items]))

@@ -265,6 +265,9 @@ def _observe(job: ObserveJob) -> Observed:
                 failure = folder / worker.FAILURE
                 failures[name] = failure.read_text(errors="replace") if failure.exists() else "no result"
         observation = pristine["observation"]
+        if job.observe_spec:  # the observer's workloads are the explanation's; the gates only measure the hint
+            gate_ids = set(pristine.get("gate_ids", ()))
+            observation = record.Observation(tuple(e for e in observation.entries if e[0][0] not in gate_ids))
         unstable_file = out / worker.UNSTABLE
         unstable = json.loads(unstable_file.read_text()) if unstable_file.exists() else []
         return Observed(

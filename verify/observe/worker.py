@@ -90,7 +90,7 @@ def _child(job: dict[str, Any], spec: dict[str, Any], pristine: Any, out: Path, 
                 theirs = record.Observation(tuple(e for e in pristine.entries if e[0][0] == workload))
                 return not compare.compare(theirs, ours, tolerance).is_equivalent
 
-        observation, seconds = record.Observation(()), {}
+        observation, seconds = record.Observation(()), dict[str, float]()
         if observer is not None:
             observation, seconds = protocol.observe(observer, scrub, spec.get("budget_s"), stop)
         result: dict[str, Any] = {"id": spec["id"]}
@@ -104,8 +104,10 @@ def _child(job: dict[str, Any], spec: dict[str, Any], pristine: Any, out: Path, 
             targets = spec["gate_ids"] if pristine is not None else gates["paths"]
             measure = reach.start_contexts(root, gates["files"]) if pristine is None and spec["measure"] else None
             limits = gate_record.RecordLimits(**gates.get("limits", {}))
-            recording = gate_record.record_gates(root, gates["source_roots"], [*targets, *gates["options"]], scrub,
-                                                 spec.get("budget_s"), limits, measure if cov is None else cov)  # fmt: skip
+            args = [*targets, *gates["options"]]
+            recording = gate_record.record_gates(
+                root, gates["source_roots"], args, scrub, spec.get("budget_s"), limits, measure if cov is None else cov
+            )
             observation = record.Observation(observation.entries + recording.observation.entries)
             seconds.update(recording.seconds)
             result.update(gate_ids=list(recording.seconds), functions=recording.functions, capped=recording.capped)
@@ -267,7 +269,9 @@ def main(argv: list[str]) -> int:
             return 3
         if unstable:  # a gate's value that differs run to run (a clock, an unseeded draw): compared nowhere
             job["ignore"] = sorted(unstable)
-            observation = record.Observation(tuple(e for e in observation.entries if (e[0][0], e[0][3]) not in unstable))
+            observation = record.Observation(
+                tuple(e for e in observation.entries if (e[0][0], e[0][3]) not in unstable)
+            )
             (out / UNSTABLE).write_text(json.dumps(sorted(unstable)))
     slowest = max(pristine["seconds"].values(), default=1.0)
     budget = max(job["min_budget_s"], job["budget_factor"] * slowest)
