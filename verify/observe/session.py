@@ -1,4 +1,5 @@
-"""An observation session: the pristine tree and some mutants observed side by side, in a private copy.
+"""An observation session: the pristine tree and some mutants observed side by side, in a private copy, on the
+project's observer's workloads, its gates (`GateWorkloads`), or both.
 
 Copies the project's files (the ones a verify run copies) into a temporary folder, starts the worker there in a
 subprocess (`verify/observe/worker.py`, with the children's clean environment and no stdin) and reads back each

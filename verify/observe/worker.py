@@ -1,8 +1,12 @@
-"""The observation worker: a subprocess started in a private copy of the project that observes the pristine
+"""The observation worker: a subprocess started in a private copy of the project that observes (with the
+project's observer, with its gates as workloads, `verify.observe.gate_record`, or both) the pristine
 tree (twice, in two children, when there are mutants to compare: two runs that differ mean an observer that is
 not deterministic, and every comparison would be noise), then each mutant in a child forked from it, and
 compares every mutant with the pristine run there. Jobs are named by number (`m0`, `m1`, ... in the order of
-the job's mutants), never by the mutant's name, so no name can collide with the pristine run's files.
+the job's mutants), never by the mutant's name, so no name can collide with the pristine run's files. With the
+gates as workloads, the first pristine run runs every gate and measures which run each line of the mutated
+files (coverage contexts); each mutant runs the gates that ran its rewritten lines; a gate's value that differs
+between the two pristine runs is compared nowhere (UNSTABLE), where an observer's must repeat exactly.
 
 Every child lives under the regime of a verify run's children: hardened (`verify.run.sandbox.hardening`: a clean
 environment, stdin /dev/null, oom_score_adj, memory and file-size ceilings), confined (`verify.run.sandbox.confine`) to
