@@ -84,7 +84,7 @@ def test_hidden_by_the_verify_when_the_outputs_stay_equal() -> None:
     explanation = explain("m", compare(pristine, mutant), {"drafted": "assert_same_drafts"})
     assert explanation.hidden_by_verify
     assert "hidden by the verify" in explanation.summary()
-    assert explanation.gate == "assert_same_drafts, on the workload 'a'"
+    assert explanation.gate == "assert_same_drafts, on the workload 'a' (the observer's mapping, not measured)"
     assert explanation.equal == ("output tokens",)
 
 

@@ -34,7 +34,10 @@ def test_explain_names_the_bug_and_proves_the_rewrites_equivalent(toy: Path) -> 
     done = runner.invoke(app, ["verify", "explain", *names, "--jobs", "2", "--json", str(out), "--project", str(toy)])
     assert done.exit_code == 0, done.output
     assert "scale-off: first divergence: ramp, step 0, row 0: scaled: max |diff|" in done.output
-    assert "a gate that would see it: a gate comparing scale() with its formula, on the workload 'ramp'" in done.output
+    # Measured, not the observer's mapping: the toy's only gate never runs its engine.
+    assert (
+        "a gate that would see it: none: no gate runs the changed lines (measured in the pristine run)" in done.output
+    )
     assert "times-one: observably equivalent on these fixtures (2 workloads, 2 observables compared)" in done.output
     assert "no-op: observably equivalent on these fixtures" in done.output
     assert "duplicates (identical observations, counted once): scale-off, scale-off-again" in done.output
@@ -79,10 +82,9 @@ def test_bad_input_is_refused_by_name(toy: Path) -> None:
     assert done.exit_code == 2 and "unknown mutation: no-such-bug" in done.output
     pyproject = toy / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace('observe = "toy.observe:make_observer"\n', ""))
-    with pytest.raises(NoObserverError, match="names no observer"):
-        explain_overrides(load_config(toy), {"x": {}})
-    done = runner.invoke(app, ["verify", "explain", "scale-off", "--project", str(toy)])
-    assert done.exit_code == 2 and "observe = 'mypkg.observe:make_observer'" in done.output
+    # No observer and the gates off: nothing to observe, named. (No observer alone: the gates are the workloads.)
+    with pytest.raises(NoObserverError, match="names no observer and the gates are not run as workloads"):
+        explain_overrides(load_config(toy), {"x": {}}, SessionOptions(gate_workloads=False))
 
 
 def test_an_observation_job_refuses_an_observer_that_is_not_module_function(toy: Path) -> None:

@@ -84,7 +84,7 @@ def _project(root: Path) -> Path:
 def test_changed_lines_and_what_was_not_reached() -> None:
     assert reach.changed_lines("a\nb\nc\n", "a\nB\nc\n") == [2]
     assert reach.changed_lines("a\nb\nc\n", "a\nc\n") == [2]  # a deletion marks the line now in its place
-    facts = {"f.py": {"lines": [8, 15], "ran": [8], "branches": {"8": {"exits": [9, 10], "taken": [10]}}}}
+    facts = {"f.py": {"lines": [8, 15], "ran": [8], "branches": {"8": {"exits": [9, 10], "taken": [10]}}, "gates": []}}
     assert reach.unreached(facts) == ("f.py line 8: the way to line 9 never taken", "f.py line 15 not reached")
     assert reach.describe(facts) == "f.py changed lines 8, 15: 1/2 ran; line 8: 1/2 ways taken"
 
@@ -109,10 +109,10 @@ def test_equivalent_only_where_the_change_ran_and_its_branch_was_taken(tmp_path:
     assert (data["unused-off"]["equivalent"], data["unused-off"]["observed"]) == (False, False)
     assert data["unused-off"]["not_reached"] == ["gauge/engine.py line 15 not reached"]
     assert data["clip-at-the-floor"]["coverage"] == {
-        "gauge/engine.py": {"lines": [8], "ran": [8], "branches": {"8": {"exits": [9, 10], "taken": [10]}}}
+        "gauge/engine.py": {"lines": [8], "ran": [8], "branches": {"8": {"exits": [9, 10], "taken": [10]}}, "gates": []}
     }
     assert data["times-one"]["equivalent"] and data["times-one"]["not_reached"] == []
-    assert data["times-one"]["coverage"] == {"gauge/engine.py": {"lines": [2], "ran": [2], "branches": {}}}
+    assert data["times-one"]["coverage"] == {"gauge/engine.py": {"lines": [2], "ran": [2], "branches": {}, "gates": []}}
 
 
 def test_a_stop_token_inside_an_accepted_block_that_no_longer_cuts_is_observable() -> None:

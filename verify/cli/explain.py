@@ -2,10 +2,10 @@
 side by side in private copies and say what the mutant changes first, what else, what stays equal, and which
 kind of gate would see it. Parse, call `verify.observe.api`, print plain text; torch loads inside the command.
 
-Exit codes: 0 explained (observable or observably equivalent); 2 bad input (unknown name, no observer
-configured, a stale mutant); 3 the pristine tree fails its own observation run, or the observation harness
-failed for a mutant (named, never an explanation); 4 the user's files changed while the observation ran (named:
-nothing observed is trusted).
+Without an observer the project's gates that reach the change are the workloads (`verify.observe.gate_record`).
+Exit codes: 0 explained (observable or observably equivalent); 2 bad input (unknown name, a stale mutant); 3
+the pristine tree fails its own observation run, or the observation harness failed for a mutant (named, never
+an explanation); 4 the user's files changed while the observation ran (named: nothing observed is trusted).
 """
 
 from __future__ import annotations
@@ -95,12 +95,12 @@ def explain_mutation(
 ) -> None:
     """Explain what a mutation changes: the first diverging observable and the gate that would see it.
 
-    Runs the pristine and the mutated runner side by side in private copies on the observer's workloads
-    ([tool.dflash] observe) and prints the first divergence (workload, step, row, what, by how much), what
-    else diverges after it, what stays equal (committed tokens equal: the verify hid the bug) and the kind of
-    gate that would see it. No divergence: "observably equivalent on these fixtures", with what was compared.
-    Exit 0 explained; 2 unknown name or no observer; 3 the pristine tree fails its own observation run; 4 the
-    user's files changed while it ran.
+    Runs the pristine and the mutated code side by side in private copies, on the observer's workloads
+    ([tool.dflash] observe) or, without one, on your gates that reach the change (what your source roots'
+    functions return, recorded in call order), and prints the first divergence (where, what, by how much),
+    what else diverges after it, what stays equal and the gates that reach it, measured in the run. No
+    divergence: "observably equivalent on these fixtures", with what was compared. Exit 0 explained; 2
+    unknown name; 3 the pristine tree fails its own observation run; 4 the user's files changed while it ran.
 
     \b
     Examples:
@@ -222,7 +222,7 @@ def add_explanations(
     try:
         run = explain_catalog(config, survivors, options)
     except NoObserverError:
-        typer.echo("survivors not explained: [tool.dflash] observe is unset (docs/how-to/observe.md)", err=True)
+        typer.echo("survivors not explained: no observer, and the gates are not run as workloads", err=True)
         return details
     except ObserveTreeError as error:
         typer.echo(f"error: survivors not explained: harness error: {error}", err=True)
@@ -251,7 +251,7 @@ def triage_survivors(config: Any, result: Any, jobs: int) -> Any:
     try:
         return triage(config, result, SessionOptions(jobs=max(1, jobs)))
     except NoObserverError:
-        typer.echo("survivors not sorted by observation: [tool.dflash] observe is unset", err=True)
+        typer.echo("survivors not sorted by observation: no observer, and the gates are not run as workloads", err=True)
     except ObserveHarnessError as error:
         typer.echo(f"error: survivors not sorted by observation: harness error: {error}", err=True)
     return None

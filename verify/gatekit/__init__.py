@@ -5,6 +5,13 @@
 - `assert_batch_equals_solo` (compare.py): a batch's logits equal each row's run alone.
 - `assert_speculative_equals_plain` (compare.py): greedy speculative output equals plain decoding's.
 - `assert_first_token_law` (sampling.py): the first emitted token under sampling follows the target's law.
+- `assert_stop_law` (stop.py): what a verify step appends when a stop token ends the block follows its law.
+- adapters.py: one-line wrappers for the rules engines write (global generator, log space, batched, one step of
+  a generation loop, numpy) into the kit's rule(p, q, drafted, generator).
+
+Every draw follows the run's gate seed (`verify.seeds.reseed` of the `seed=`/`first_seed=` given, 0 by
+default): the numbers written under plain pytest, independent ones on the stream a statistical kill is
+confirmed on.
 
 The statistical checks use a pooled Pearson chi-square (stats.py) tested at ALPHA_CHECK = 2.5e-4 by default: a
 false-alarm rate of at most ALPHA_GATE = 1e-3 per check, with a 4x margin for the chi-square approximation
@@ -15,6 +22,7 @@ computes it before any draw). Every check takes plain callables and tensors; non
 runner or pytest. `verify.templates` holds the bug-class mutation templates these checks kill.
 """
 
+from verify.gatekit.adapters import batched, global_generator, log_space, loop_step, numpy_rule
 from verify.gatekit.compare import DegenerateComparison, assert_batch_equals_solo, assert_speculative_equals_plain
 from verify.gatekit.rule import (
     RULE_DRAWS,
@@ -22,6 +30,7 @@ from verify.gatekit.rule import (
     acceptance_rule_fit,
     assert_acceptance_rule_exact,
     law_power,
+    normalise,
     rule_counts,
     speculative_law,
     spread,
@@ -44,6 +53,7 @@ from verify.gatekit.stats import (
     pearson_fit,
     proportion_p_value,
 )
+from verify.gatekit.stop import assert_stop_law, stop_fit, stop_law
 
 __all__ = [
     "ALPHA_CHECK",
@@ -59,6 +69,13 @@ __all__ = [
     "assert_batch_equals_solo",
     "assert_first_token_law",
     "assert_speculative_equals_plain",
+    "assert_stop_law",
+    "batched",
+    "global_generator",
+    "log_space",
+    "loop_step",
+    "numpy_rule",
+    "normalise",
     "case_level",
     "detectable_tv",
     "first_token_fit",
@@ -71,4 +88,6 @@ __all__ = [
     "sequence_counts",
     "speculative_law",
     "spread",
+    "stop_fit",
+    "stop_law",
 ]

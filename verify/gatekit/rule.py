@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from verify.gatekit.stats import ALPHA_CHECK, FitResult, LawMismatch, detectable_tv, pearson_fit, pooling
+from verify.seeds import reseed
 
 __all__ = [
     "RULE_DRAWS",
@@ -135,7 +136,9 @@ def acceptance_rule_fit(
     seed: int = 0,
     name: str = "rule",
 ) -> RuleFit:
-    """`num_draws` calls of rule(p, q, drafted, generator) from one generator seeded with `seed`, tested against
+    """`num_draws` calls of rule(p, q, drafted, generator) from one generator seeded with `reseed(seed)` (the
+    run's gate seed stream: `seed` itself under plain pytest and a verify run's first pass, an independent seed
+    on the stream a statistical kill is confirmed on, `verify.seeds`), tested against
     speculative_law(p, q, drafted) at level `alpha` (the default keeps the false-alarm rate at most 1e-3; several
     cases in one test share that: pass stats.case_level(num_cases)). p: [n + 1, V], q: [n, V], rows summing to 1."""
     drafted = torch.as_tensor(drafted, dtype=torch.long).flatten()
@@ -143,7 +146,7 @@ def acceptance_rule_fit(
     if p.shape != (n + 1, vocab) or q.shape != (n, vocab):
         raise ValueError(f"p must be [{n + 1}, V] and q [{n}, V] for {n} drafted tokens; got {tuple(p.shape)}, "
                          f"{tuple(q.shape)}")  # fmt: skip
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(reseed(seed))
     counts = rule_counts(lambda g: rule(p, q, drafted, g), n, vocab, num_draws, generator)
     law = speculative_law(normalise(p), normalise(q), drafted)
     return RuleFit(name, tuple(drafted.tolist()), vocab, pearson_fit(counts, law, alpha))

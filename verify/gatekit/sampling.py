@@ -14,6 +14,7 @@ from collections.abc import Callable
 import torch
 
 from verify.gatekit.stats import ALPHA_CHECK, FitResult, LawMismatch, pearson_fit
+from verify.seeds import reseed
 
 __all__ = ["FIRST_TOKEN_DRAWS", "assert_first_token_law", "cell_tokens", "first_token_fit", "output_fit",
            "sequence_counts"]  # fmt: skip
@@ -59,10 +60,14 @@ def first_token_fit(
     alpha: float = ALPHA_CHECK,
     first_seed: int = 0,
 ) -> FitResult:
-    """sample_first(seed) for seeds first_seed .. first_seed + num_draws - 1, each the first token the engine
-    emits for a request with that seed, tested against `law` [V] (the target's sampling distribution after the
-    prompt) at level `alpha`. fit.detectable_tv is the smallest distance seen with probability >= 0.99."""
-    tokens = torch.tensor([int(sample_first(first_seed + i)) for i in range(num_draws)])
+    """sample_first(seed) for seeds s .. s + num_draws - 1 (s = reseed(first_seed): `first_seed` itself under
+    plain pytest and a verify run's first pass, an independent start on the stream a statistical kill is
+    confirmed on, `verify.seeds`), each the first token the engine emits for a request with that seed (whose
+    draft is drawn from q, like every request's: the check assumes nothing else), tested against `law` [V]
+    (the target's sampling distribution after the prompt) at level `alpha`. fit.detectable_tv is the smallest
+    distance seen with probability >= 0.99."""
+    start = reseed(first_seed)
+    tokens = torch.tensor([int(sample_first(start + i)) for i in range(num_draws)])
     return output_fit(tokens, law.double().flatten(), alpha)
 
 

@@ -13,9 +13,10 @@ from pathlib import Path
 
 from verify.mutation import Mutation
 from verify.observe.compare import Tolerance
-from verify.observe.explain import Explanation, explain
+from verify.observe.explain import Explanation, GateFacts, explain
 from verify.observe.session import (
     ChildLimits,
+    GateWorkloads,
     Observed,
     ObserveHarnessError,
     ObserveJob,
@@ -77,40 +78,76 @@ def mutant_texts(mutations: Mapping[str, Mutation], root: Path) -> tuple[dict[st
 
 
 def _group(observed: Observed) -> tuple[tuple[str, ...], ...]:
-    """Mutants whose observations are identical, bit for bit, and differ from the pristine tree's."""
+    """Mutants whose observations are identical, bit for bit, and differ from the pristine tree's (a mutant with
+    no divergence is no one's duplicate: with the gates as workloads each mutant runs its own gates, so its
+    digest is not the pristine run's even where nothing differs)."""
     groups: dict[str, list[str]] = {}
     for name in sorted(observed.digests):
         digest = observed.digests[name]
-        if digest != observed.pristine_digest:
+        comparison = observed.comparisons.get(name)
+        if digest != observed.pristine_digest and comparison is not None and not comparison.is_equivalent:
             groups.setdefault(digest, []).append(name)
     return tuple(tuple(group) for group in groups.values() if len(group) > 1)
+
+
+def _gate_workloads(config: ProjectConfig, mutants: Mapping[str, Mapping[str, str]]) -> GateWorkloads:
+    """The gates to run as workloads: where the run's coverage map for this very tree is cached
+    (`.dflash-cache`, written by `dflash verify`), only the gates it says reach some mutant's rewritten lines;
+    otherwise every gate (the pristine run then measures which reach each mutant)."""
+    from verify.observe import reach
+    from verify.run.phases import cache as cache_mod
+
+    paths: tuple[str, ...] = ()
+    cached = cache_mod.ResultCache(config.root, True).get_baseline(cache_mod.tree_digest(config))
+    if cached is not None:
+        lines = cached.get("coverage", {}).get("lines", {})
+        gate_ids = tuple(str(g["gate_id"]) for g in cached.get("baseline", {}).get("gates", ()))
+        texts = {rel: (config.root / rel).read_text() for overrides in mutants.values() for rel in overrides}
+        reaching = {
+            g for overrides in mutants.values() for g in reach.gates_reaching(lines, texts, overrides, gate_ids)
+        }
+        paths = tuple(g for g in gate_ids if g in reaching)
+    options = (*config.marker_args, *config.pytest_args)
+    return GateWorkloads(paths or tuple(config.gates), options, tuple(config.source_roots))
+
+
+def _facts(observed: Observed, name: str) -> GateFacts:
+    return GateFacts(observed.gates_run.get(name, ()), observed.gate_comparisons.get(name), observed.functions,
+                     observed.capped.get(name, {}), observed.unstable)  # fmt: skip
 
 
 def explain_overrides(
     config: ProjectConfig, mutants: Mapping[str, Mapping[str, str]], options: SessionOptions | None = None
 ) -> ExplainRun:
-    """Observe and explain mutants given as their mutated files' texts. Raises ObserveHarnessError when the
-    pristine tree fails its own observation run (ObserveTreeError, one of them, when the user's files changed
-    meanwhile), NoObserverError when the project names no observer."""
-    if not config.observe:
-        raise NoObserverError(
-            "[tool.dflash] names no observer: set observe = 'mypkg.observe:make_observer' "
-            "(docs/how-to/observe.md) to let dflash see what a mutant changes"
-        )
+    """Observe and explain mutants given as their mutated files' texts: on the observer's workloads where the
+    project names one, and on its gates (their functions' returns recorded) unless `options.gate_workloads` is
+    off. Raises ObserveHarnessError when the pristine tree fails its own observation run (ObserveTreeError, one
+    of them, when the user's files changed meanwhile), NoObserverError when there is nothing to observe (no
+    observer, and the gates are off)."""
     options = options or SessionOptions()
+    if not config.observe and not options.gate_workloads:
+        raise NoObserverError(
+            "[tool.dflash] names no observer and the gates are not run as workloads: nothing to observe "
+            "(docs/how-to/observe.md)"
+        )
     # The children's ceilings and writable paths are a verify run's: the same regime for every child.
     limits = ChildLimits(config.memory_factor, config.memory_min_mb, config.processes_max, config.file_max_mb,
                          config.writable)  # fmt: skip
     job = ObserveJob(
         config.root, tuple(project_files(config)), config.import_paths, config.source_packages, config.observe,
-        mutants, options, limits,
+        mutants, options, limits, _gate_workloads(config, mutants) if options.gate_workloads else None,
     )  # fmt: skip
     observed = observe_mutants(job)
     groups = () if options.first_only else _group(observed)
     first_of = {name: group[0] for group in groups for name in group[1:]}
     explanations = {
         name: explain(
-            name, observed.comparisons[name], observed.gates, first_of.get(name, ""), observed.reach.get(name, {})
+            name,
+            observed.comparisons[name],
+            observed.gates,
+            first_of.get(name, ""),
+            observed.reach.get(name, {}),
+            _facts(observed, name) if job.gates is not None else None,
         )
         for name in mutants
         if name in observed.comparisons

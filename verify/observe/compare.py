@@ -161,7 +161,9 @@ def _amount(pristine: Any, mutant: Any, tolerance: Tolerance) -> tuple[str | Non
             bits = not torch.equal(a[~same_nan], b[~same_nan])
             return None, bits
         diff = (a - b).abs().nan_to_num(nan=math.inf)
-        return f"max |diff| {float(diff.max()):.3g} in {int((~close).sum())} of {close.numel()} values", False
+        position = tuple(int(i) for i in (~close).nonzero()[0]) if close.dim() else ()
+        at = f"; first at {position}: {float(a[position]):.6g} -> {float(b[position]):.6g}" if close.dim() else ""
+        return f"max |diff| {float(diff.max()):.3g} in {int((~close).sum())} of {close.numel()} values{at}", False
     if type(pristine) is not type(mutant):
         return f"{type(pristine).__name__} -> {type(mutant).__name__}", False
     if isinstance(pristine, tuple):

@@ -18,7 +18,7 @@ from typing import Any
 from verify.observe import reach as reach_mod
 from verify.observe.compare import Comparison, Divergence
 
-__all__ = ["EQUIVALENT", "NOT_OBSERVED", "Explanation", "explain"]
+__all__ = ["EQUIVALENT", "NOT_OBSERVED", "Explanation", "GateFacts", "explain"]
 
 EQUIVALENT = "observably equivalent on these fixtures"
 NOT_OBSERVED = "not observed"
@@ -41,6 +41,13 @@ class Explanation:
     # What the mutant's observation reached of its changed lines (verify.observe.reach.collect's data)
     reach: Mapping[str, Any] = field(default_factory=dict)
     recorded: tuple[tuple[str, str], ...] = ()  # (workload, observable) pairs recorded; () when unknown
+    # With the gates as workloads (`verify.observe.gate_record`), measured in this run: where the first diverging
+    # function is defined ("file:line", "" when the first divergence is an observer's), the gates that ran the
+    # changed lines, the gates whose recorded values differ, and what the recording's limits left out
+    where: str = ""
+    gates_reached: tuple[str, ...] = ()
+    gates_diverging: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def not_reached(self) -> tuple[str, ...]:
@@ -109,6 +116,9 @@ class Explanation:
                 lines.append("this proves no equivalence beyond these workloads, seeds and this machine's float order")
         else:
             first = self.first
+            if self.where:
+                lines.append(f"first function whose result differs: {first.what} ({self.where}), its return "
+                             f"number {first.step + 1} in {first.workload}")  # fmt: skip
             lines.append(f"  pristine: {first.pristine}")
             lines.append(f"  mutant:   {first.mutant}")
             lines.append(f"a gate that would see it: {self.gate}")
@@ -122,6 +132,9 @@ class Explanation:
             lines.append(f"equal everywhere: {', '.join(self.equal) or 'nothing'}")
             lines += self._outputs_lines()
             lines.append(f"tolerance: {self.tolerance}")
+        if self.gates_reached:
+            lines.append(f"gates that ran the changed lines (measured): {_names(self.gates_reached)}")
+        lines += [f"recording capped: {note}" for note in self.notes]
         if self.duplicate_of:
             lines.append(f"duplicate of {self.duplicate_of}: identical observations")
         return "\n".join(lines)
@@ -159,7 +172,44 @@ class Explanation:
             "compared": list(self.compared),
             "tolerance": self.tolerance,
             "duplicate_of": self.duplicate_of,
+            "where": self.where,
+            "gates_reached": list(self.gates_reached),
+            "gates_diverging": list(self.gates_diverging),
+            "notes": list(self.notes),
         }  # fmt: skip
+
+
+def _names(gates: tuple[str, ...], shown: int = 4) -> str:
+    more = f" and {len(gates) - shown} more" if len(gates) > shown else ""
+    return ", ".join(gates[:shown]) + more
+
+
+@dataclass(frozen=True, slots=True)
+class GateFacts:
+    """What the gates run as workloads measured for one mutant: the gates it ran, their comparison where an
+    observer made the main one (None: the main comparison is the gates'), where each recorded function is
+    defined, and what the recording left out (gate -> phrase; unstable values among them)."""
+
+    ran: tuple[str, ...]
+    comparison: Comparison | None = None
+    functions: Mapping[str, str] = field(default_factory=dict)
+    capped: Mapping[str, str] = field(default_factory=dict)
+    unstable: tuple[tuple[str, str], ...] = ()
+
+
+def _measured_gate(first: Divergence | None, diverging: tuple[str, ...], reached: tuple[str, ...],
+                   facts: GateFacts) -> str:  # fmt: skip
+    """The gate hint, measured in this run: the gates whose recorded values differ, else those that ran the
+    change and saw nothing differ, else none."""
+    if diverging:
+        return (f"{_names(diverging)} (measured in this run: the values recorded there differ; a check on what "
+                "they already compute would see it)")  # fmt: skip
+    if reached:
+        return (f"none seen: {_names(reached)} ran the changed lines and every value they record stayed equal; "
+                "a gate comparing what the first divergence shows is missing")  # fmt: skip
+    if first is not None and not facts.ran:
+        return "none: no gate runs the changed lines (measured in the pristine run)"
+    return "none: no gate runs the changed lines"
 
 
 def explain(
@@ -168,6 +218,7 @@ def explain(
     gates: Mapping[str, str],
     duplicate_of: str = "",
     reach: Mapping[str, Any] | None = None,
+    gate_facts: GateFacts | None = None,
 ) -> Explanation:
     first = comparison.first
     by_what = comparison.first_by_what()
@@ -177,11 +228,29 @@ def explain(
         if first is None or what != first.what.partition("#")[0]
     )
     gate = ""
-    if first is not None:
+    if first is not None and gate_facts is None:  # no gate measured: the observer's own word, said as such
         base = first.what.partition("#")[0]
         kind = gates.get(base) or f"a gate comparing {base!r} with its unmutated value"
-        gate = f"{kind}, on the workload {first.workload!r}"
+        gate = f"{kind}, on the workload {first.workload!r} (the observer's mapping, not measured)"
+    if gate_facts is None:
+        return Explanation(
+            name, first, later, comparison.equal, gate, comparison.workloads, comparison.compared,
+            str(comparison.tolerance), comparison.within_tolerance, duplicate_of, dict(reach or {}),
+            comparison.recorded,
+        )  # fmt: skip
+    facts = gate_facts
+    reached = tuple(dict.fromkeys(g for file in (reach or {}).values() for g in file.get("gates", ())))
+    by_gates = facts.comparison if facts.comparison is not None else comparison
+    diverging = tuple(dict.fromkeys(d.workload for d in by_gates.divergences))
+    if first is not None:
+        gate = _measured_gate(first, diverging, reached, facts)
+    where = facts.functions.get(first.what, "") if first is not None and facts.comparison is None else ""
+    notes = tuple(f"{gate_id}: {phrase}" for gate_id, phrase in facts.capped.items() if gate_id in facts.ran)
+    if facts.unstable:
+        notes += (f"{len(facts.unstable)} values that differ between two pristine runs compared nowhere "
+                  f"(first: {facts.unstable[0][1]} in {facts.unstable[0][0]})",)  # fmt: skip
     return Explanation(
         name, first, later, comparison.equal, gate, comparison.workloads, comparison.compared,
         str(comparison.tolerance), comparison.within_tolerance, duplicate_of, dict(reach or {}), comparison.recorded,
+        where, reached, diverging, notes,
     )  # fmt: skip

@@ -13,11 +13,21 @@ from __future__ import annotations
 
 import difflib
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["changed_lines", "collect", "describe", "start", "unreached"]
+__all__ = [
+    "changed_lines",
+    "collect",
+    "contexts_by_line",
+    "describe",
+    "gates_reaching",
+    "pristine_lines",
+    "start",
+    "start_contexts",
+    "unreached",
+]
 
 
 def changed_lines(pristine: str, mutated: str) -> list[int]:
@@ -30,6 +40,67 @@ def changed_lines(pristine: str, mutated: str) -> list[int]:
         elif tag == "delete":
             lines.add(min(j1 + 1, max(len(new), 1)))
     return sorted(lines)
+
+
+def pristine_lines(pristine: str, mutated: str) -> list[int]:
+    """1-based lines of `pristine` that a mutation rewrites, each taken to the statement that holds it (an
+    insertion marks the lines on both sides of where it goes): the lines a gate must run to reach the change."""
+    from coverage.parser import PythonParser
+
+    old, new = pristine.splitlines(), mutated.splitlines()
+    lines: set[int] = set()
+    for tag, i1, i2, _, _ in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if tag in ("replace", "delete"):
+            lines.update(range(i1 + 1, i2 + 1))
+        elif tag == "insert":
+            lines.update(n for n in (i1, i1 + 1) if 1 <= n <= len(old))
+    parser = PythonParser(text=pristine)
+    parser.parse_source()
+    return sorted({parser.first_line(n) for n in lines})
+
+
+def start_contexts(root: Path, files: Iterable[str]) -> Any:
+    """A started coverage.py (line mode) over `files` under `root`, whose contexts the caller switches (to each
+    gate's node id); None when there are no files."""
+    include = [str((Path(root) / rel).resolve()) for rel in files]
+    if not include:
+        return None
+    import coverage
+
+    cov = coverage.Coverage(data_file=None, include=include, config_file=False)
+    cov.start()
+    return cov
+
+
+def contexts_by_line(cov: Any, root: Path, files: Iterable[str]) -> dict[str, dict[str, list[str]]]:
+    """Stop `cov`: per file (relative to root), each line that ran and the contexts that ran it ("" before the
+    first switch: at import)."""
+    import coverage.exceptions
+
+    cov.stop()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", coverage.exceptions.CoverageWarning)
+        data = cov.get_data()
+    measured = {str(Path(f).resolve()): f for f in data.measured_files()}
+    found: dict[str, dict[str, list[str]]] = {}
+    for rel in files:
+        name = measured.get(str((Path(root) / rel).resolve()))
+        if name is not None:
+            found[rel] = {str(n): sorted(c) for n, c in data.contexts_by_lineno(name).items()}
+    return found
+
+
+def gates_reaching(by_line: Mapping[str, Mapping[str, Sequence[str]]], pristine: Mapping[str, str],
+                   mutated: Mapping[str, str], gate_ids: Sequence[str]) -> list[str]:  # fmt: skip
+    """The gates (in `gate_ids`' order) that ran any line a mutation rewrites, as measured (`contexts_by_line`); a
+    line run at import only is reached by every gate, since every gate imports it."""
+    contexts: set[str] = set()
+    for rel, text in mutated.items():
+        for line in pristine_lines(pristine[rel], text):
+            contexts.update(by_line.get(rel, {}).get(str(line), ()))
+    if "" in contexts:
+        return list(gate_ids)
+    return [gate for gate in gate_ids if gate in contexts]
 
 
 def start(root: Path, overrides: Mapping[str, str]) -> Any:
@@ -46,7 +117,8 @@ def start(root: Path, overrides: Mapping[str, str]) -> Any:
 
 def collect(cov: Any, root: Path, overrides: Mapping[str, str]) -> dict[str, Any]:
     """Stop `cov`; per mutated file (relative to root): its changed statements, those that ran, and for each
-    changed statement that branches, the exits it has and those taken (negative: leaving the function)."""
+    changed statement that branches, the exits it has and those taken (negative: leaving the function), and the
+    contexts (gates' node ids, where the caller switched them) that ran a changed statement."""
     import coverage.exceptions
     from coverage.parser import PythonParser
 
@@ -71,7 +143,10 @@ def collect(cov: Any, root: Path, overrides: Mapping[str, str]) -> dict[str, Any
             exits = sorted({b for a, b in possible if a == line})
             if len(exits) > 1:
                 branches[str(line)] = {"exits": exits, "taken": sorted({b for a, b in arcs if a == line})}
-        files[rel] = {"lines": statements, "ran": [n for n in statements if n in ran], "branches": branches}
+        by_context = data.contexts_by_lineno(name) if name else {}
+        gates = sorted({c for n in statements for c in by_context.get(n, ()) if c})
+        files[rel] = {"lines": statements, "ran": [n for n in statements if n in ran], "branches": branches,
+                      "gates": gates}  # fmt: skip
     return files
 
 

@@ -1,4 +1,5 @@
-"""An observation session: the pristine tree and some mutants observed side by side, in a private copy.
+"""An observation session: the pristine tree and some mutants observed side by side, in a private copy, on the
+project's observer's workloads, its gates (`GateWorkloads`), or both.
 
 Copies the project's files (the ones a verify run copies) into a temporary folder, starts the worker there in a
 subprocess (`verify/observe/worker.py`, with the children's clean environment and no stdin) and reads back each
@@ -27,6 +28,7 @@ from verify.observe.compare import Comparison, Tolerance
 
 __all__ = [
     "ChildLimits",
+    "GateWorkloads",
     "ObserveHarnessError",
     "ObserveJob",
     "ObserveTreeError",
@@ -67,6 +69,9 @@ class SessionOptions:
     # Stop each mutant at the first workload that diverges: enough to tell observable from equivalent, and
     # cheaper; the explanation then lists only what diverged up to there, and duplicates are not grouped.
     first_only: bool = False
+    # Run the engine's gates as workloads too (`verify.observe.gate_record`): the only workloads without an
+    # observer; beside one, they measure which gates reach the change and see it differ
+    gate_workloads: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.jobs, bool) or not isinstance(self.jobs, int) or self.jobs < 1:
@@ -74,6 +79,26 @@ class SessionOptions:
         for name in ("budget_factor", "min_budget_s", "pristine_budget_s", "limit_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0")
+
+
+@dataclass(frozen=True, slots=True)
+class GateWorkloads:
+    """The gates run as workloads (`verify.observe.gate_record`): where they are (`paths`, with pytest's
+    `options`: the marker expression and the project's pytest_args), the source roots whose functions' returns
+    are recorded, and the recording's limits (`RecordLimits`' fields)."""
+
+    paths: tuple[str, ...]
+    options: tuple[str, ...]
+    source_roots: tuple[str, ...]
+    limits: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("paths", "options", "source_roots"):
+            value = getattr(self, name)
+            if not isinstance(value, tuple) or not all(isinstance(item, str) for item in value):
+                raise ValueError(f"GateWorkloads.{name} must be a tuple of strings, got {value!r}")
+        if not self.paths:
+            raise ValueError("GateWorkloads.paths must name at least one gate path")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +115,13 @@ class Observed:
     seconds: float = 0.0  # the pristine run's wall time over all workloads
     # mutant -> what its observation reached of its changed lines (verify.observe.reach.collect's data)
     reach: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # With the gates as workloads: per mutant the gates it ran (those that ran its rewritten lines in the pristine
+    # run), their comparison where an observer made the main one, and what the recording's limits left out
+    gates_run: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    gate_comparisons: Mapping[str, Comparison] = field(default_factory=dict)
+    capped: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    functions: Mapping[str, str] = field(default_factory=dict)  # recorded function -> "file:line"
+    unstable: tuple[tuple[str, str], ...] = ()  # (gate, function) pairs that differ between two pristine runs
 
 
 def _read(out: Path, name: str) -> dict[str, Any]:
@@ -111,7 +143,8 @@ def _pristine_trouble(observation: object) -> str:
 @dataclass(frozen=True, slots=True)
 class ObserveJob:
     """What one session observes: the project at `root` (the `files` its private copy holds, relative to it), how
-    its code is imported, the observer (`module:function`), and the mutants (name -> {relative file: mutated text})."""
+    its code is imported, the observer (`module:function`, or "" for none), the gates run as workloads (None for
+    none), and the mutants (name -> {relative file: mutated text})."""
 
     root: Path
     files: tuple[str, ...]
@@ -121,10 +154,13 @@ class ObserveJob:
     mutants: Mapping[str, Mapping[str, str]]
     options: SessionOptions = field(default_factory=SessionOptions)
     limits: ChildLimits = field(default_factory=ChildLimits)
+    gates: GateWorkloads | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.observe_spec, str) or ":" not in self.observe_spec:
+        if not isinstance(self.observe_spec, str) or (self.observe_spec and ":" not in self.observe_spec):
             raise ValueError(f"observe_spec must be 'module:function', got {self.observe_spec!r}")
+        if not self.observe_spec and self.gates is None:
+            raise ValueError("an observation needs an observer (observe_spec) or the gates as workloads (gates)")
         for name in ("files", "import_paths", "packages"):
             if not isinstance(getattr(self, name), tuple):
                 raise ValueError(f"{name} must be a tuple of strings")
@@ -177,7 +213,12 @@ def _observe(job: ObserveJob) -> Observed:
             "memory_min_bytes": limits.memory_min_mb << 20,
             "processes_max": limits.processes_max,
             "file_bytes": limits.file_max_mb << 20,
-        }
+            "gates": None if job.gates is None else {
+                "paths": list(job.gates.paths), "options": list(job.gates.options),
+                "source_roots": list(job.gates.source_roots), "limits": dict(job.gates.limits),
+                "files": sorted({rel for overrides in mutants.values() for rel in overrides}),
+            },
+        }  # fmt: skip
         (base / "job.json").write_text(json.dumps(spec))
         env = {**clean_environment(os.environ), "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         done = subprocess.run(
@@ -204,6 +245,7 @@ def _observe(job: ObserveJob) -> Observed:
         if trouble:
             raise ObserveHarnessError(f"the pristine tree fails its own observation run: {trouble}")
         comparisons, digests, failures, reach = {}, {}, {}, {}
+        gates_run, gate_comparisons, capped, functions = {}, {}, {}, dict(pristine.get("functions", {}))
         for index, name in enumerate(mutants):
             folder = out / worker.job_id(index)
             try:
@@ -212,6 +254,11 @@ def _observe(job: ObserveJob) -> Observed:
                     comparisons[name] = Comparison.from_data(result["comparison"])
                     digests[name] = str(result["digest"])
                     reach[name] = result.get("reach", {})
+                    gates_run[name] = tuple(str(g) for g in result.get("gate_ids", ()))
+                    if "gate_comparison" in result:
+                        gate_comparisons[name] = Comparison.from_data(result["gate_comparison"])
+                    capped[name] = {str(k): str(v) for k, v in result.get("capped", {}).items()}
+                    functions.update({str(k): str(v) for k, v in result.get("functions", {}).items()})
             except (OSError, ValueError, TypeError, KeyError) as error:
                 failures[name] = f"its result cannot be read: {type(error).__name__}: {error}"
                 continue
@@ -219,7 +266,13 @@ def _observe(job: ObserveJob) -> Observed:
                 failure = folder / worker.FAILURE
                 failures[name] = failure.read_text(errors="replace") if failure.exists() else "no result"
         observation = pristine["observation"]
+        if job.observe_spec:  # the observer's workloads are the explanation's; the gates only measure the hint
+            gate_ids = set(pristine.get("gate_ids", ()))
+            observation = record.Observation(tuple(e for e in observation.entries if e[0][0] not in gate_ids))
+        unstable_file = out / worker.UNSTABLE
+        unstable = json.loads(unstable_file.read_text()) if unstable_file.exists() else []
         return Observed(
             pristine["digest"], observation.workloads, observation.whats, pristine["gates"], comparisons, digests,
-            failures, round(sum(pristine["seconds"].values()), 3), reach,
+            failures, round(sum(pristine["seconds"].values()), 3), reach, gates_run, gate_comparisons, capped,
+            functions, tuple((str(gate), str(what)) for gate, what in unstable),
         )  # fmt: skip

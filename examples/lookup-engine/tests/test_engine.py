@@ -32,9 +32,8 @@ def test_acceptance_rule_has_speculative_samplings_law() -> None:
     cases = [(0, 1, 5), (1, 2, 6), (2, 3, 4)]
     for seed, num_draft, vocab in cases:
         p, q, drafted = _rule_case(seed, num_draft, vocab)
-        assert_acceptance_rule_exact(
-            accept, p, q, drafted, alpha=case_level(len(cases)), seed=seed, name=f"case {seed}"
-        )
+        # The rule's draws follow the run's gate seed (the kit reseeds them): new numbers on a confirming pass.
+        assert_acceptance_rule_exact(accept, p, q, drafted, alpha=case_level(len(cases)), name=f"case {seed}")
 
 
 def test_speculative_equals_plain_under_greedy() -> None:

@@ -16,7 +16,7 @@ __all__ = ["STATISTICAL_CHECKS", "statistical_gates"]
 # verify.gatekit's checks that draw samples and test a law (a red is a p-value): not the exact comparisons.
 STATISTICAL_CHECKS = frozenset({
     "assert_acceptance_rule_exact", "assert_first_token_law", "acceptance_rule_fit", "first_token_fit", "output_fit",
-    "pearson_fit", "proportion_p_value", "rule_counts", "sequence_counts",
+    "pearson_fit", "proportion_p_value", "rule_counts", "sequence_counts", "assert_stop_law", "stop_fit",
 })  # fmt: skip
 
 
