@@ -13,6 +13,7 @@ import torch
 
 from verify.gatekit import (
     LawMismatch,
+    NotALaw,
     assert_acceptance_rule_exact,
     assert_first_token_law,
     assert_stop_law,
@@ -195,3 +196,12 @@ def test_a_gate_written_as_the_reference_shows_follows_the_runs_seed(monkeypatch
     confirming = _draws_of_the_reference_gate()
     assert confirming == _draws_of_the_reference_gate()  # one stream, the same numbers twice
     assert confirming[0] != plain[0] and not set(confirming[1]) & set(plain[1])  # new numbers on the confirming one
+
+
+def test_a_law_that_is_not_one_is_an_assertion_a_kill_not_a_crash() -> None:
+    """A law built from a mutant's own distributions (softmax over the wrong dimension) is no probability law: the
+    check goes red as an AssertionError, which the recorder reads as the gate's own check."""
+    broken = torch.softmax(torch.tensor([[1.0, 2.0, 3.0], [0.5, 0.1, 0.2]]), dim=0)[0]  # [3], sums to ~1.3
+    with pytest.raises(NotALaw, match="not a probability law") as raised:
+        assert_first_token_law(lambda seed: seed % 3, broken, num_draws=30)
+    assert isinstance(raised.value, AssertionError) and isinstance(raised.value, ValueError)

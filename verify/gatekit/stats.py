@@ -147,13 +147,22 @@ class LawMismatch(AssertionError):
         self.p_value = p_value
 
 
+class NotALaw(AssertionError, ValueError):
+    """The law handed to a check is not a probability law (negative, or not summing to 1). Where a gate builds it
+    from the engine's own distributions (its softmax, its tables), that is the engine's bug, caught by the check:
+    so it is an AssertionError (a kill, not a crash), and still a ValueError for code that caught the old error."""
+
+
 def pearson_fit(counts: torch.Tensor, law: torch.Tensor, alpha: float) -> FitResult:
     """counts: observed draws per cell; law: the closed-form probability per cell (sums to 1)."""
     law = law.double().flatten()
     counts = counts.double().flatten()
     num_draws = int(counts.sum())
-    if abs(float(law.sum()) - 1) > 1e-9 or bool((law < 0).any()):
-        raise ValueError(f"the closed form is not a probability law (sum {float(law.sum())!r})")
+    if not bool(torch.isfinite(law).all()) or abs(float(law.sum()) - 1) > 1e-9 or bool((law < 0).any()):
+        raise NotALaw(
+            f"the closed form is not a probability law (sum {float(law.sum())!r}, least {float(law.min())!r}): "
+            "if it comes from the engine's own distributions, they are broken"
+        )
     group = pooling(law, num_draws)
     num_groups = int(group.max()) + 1
     if num_groups < 2:
