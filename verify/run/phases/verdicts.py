@@ -98,7 +98,10 @@ def _judge_and_confirm(run: RunState, ex: JobExecutor, planned: list[Planned], p
         else:
             run.add(_verdict_of_attempts(run, item, None), item.key)
 
-    progress.phase("mutations", len(planned))
+    # Those decided before any child (not reached by a gate, replayed from the cache, stale) are said, so "0 to run"
+    # beside a listed mutation never reads as a mutation forgotten.
+    decided = len(run.results)
+    progress.phase(f"mutations ({decided} decided without a child)" if decided else "mutations", len(planned))
     ex.run([_job(run, p, p.gate_ids, p.timeout_s) for p in planned], num_jobs, first_done)
     if not again:
         return
