@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.verify.arith_texts import CORE, GATES
 from verify.mutation import Mutation
 from verify.report.crashes import CrashKind
 from verify.report.files import read_json
@@ -24,31 +25,6 @@ from verify.report.verdict import Status
 from verify.run.config.settings import load_config
 from verify.run.execution.fork import Executor, Job
 from verify.run.sandbox.hardening import clean_environment
-
-CORE = '''"""Code under test."""
-
-
-def add(a, b):
-    return a + b
-
-
-def mul(a, b):
-    return a * b
-'''
-
-GATES = """import pytest
-from hostile import core
-
-
-@pytest.mark.gate
-def test_add():
-    assert core.add(2, 3) == 5
-
-
-@pytest.mark.gate
-def test_mul():
-    assert core.mul(4, 3) == 12
-"""
 
 # What the hostile mutants call (each writes what it did into the shared folder, declared writable).
 EVIL = """import json

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.verify.arith_texts import CORE, GATES
 from verify.mutation import Mutation
 from verify.report.crashes import CrashKind
 from verify.report.files import read_json
@@ -17,31 +18,6 @@ from verify.report.verdict import Status
 from verify.run.config.settings import load_config
 from verify.run.execution.fork import Executor, Job
 from verify.run.sandbox import cgroups
-
-CORE = '''"""Code under test."""
-
-
-def add(a, b):
-    return a + b
-
-
-def mul(a, b):
-    return a * b
-'''
-
-GATES = """import pytest
-from hostile import core
-
-
-@pytest.mark.gate
-def test_add():
-    assert core.add(2, 3) == 5
-
-
-@pytest.mark.gate
-def test_mul():
-    assert core.mul(4, 3) == 12
-"""
 
 # 0.6 of the machine's memory asked for at once, two ways. A shared anonymous mapping is not private writable
 # memory, so RLIMIT_DATA does not refuse it: it is taken as fast as its pages can be touched, each 64 MiB written

@@ -6,22 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.verify.arith_texts import CORE
 from verify.mutation import Mutation
 from verify.report.files import read_json
 from verify.report.verdict import MutationResult, Status
 from verify.run.execution.ceilings import load_scale
 from verify.run.execution.overtime import limit_s
-
-CORE = '''"""Code under test."""
-
-
-def add(a, b):
-    return a + b
-
-
-def mul(a, b):
-    return a * b
-'''
 
 GATES = """import time
 
