@@ -222,3 +222,14 @@ def test_a_tampered_result_is_an_error_naming_it_whatever_its_gates_said() -> No
     assert result.reason == "tampered with the harness: _pytest.reports.TestReport.from_item_and_call"
     assert not result.status.is_final  # never cached: the next run tries it again
     assert result_from_dict(json.loads(json.dumps(dataclasses.asdict(result)))) == result
+
+
+def test_a_job_state_is_an_enum_whatever_form_it_comes_in() -> None:
+    """Job states are compared as a typed JobState; a result read back as data (a Ray node's) names one by its
+    word, and an unknown word is refused where the record is made."""
+    from verify.run.execution.jobs import JobResult, JobState
+
+    assert JobResult("k", "lost", 0.0).state is JobState.LOST
+    assert JobResult("k", JobState.DONE, 0.0).state == "done"
+    with pytest.raises(ValueError):
+        JobResult("k", "finished", 0.0)

@@ -41,7 +41,7 @@ from verify.run.config.project import project_files
 from verify.run.config.settings import ProjectConfig
 from verify.run.execution import ceilings, exits
 from verify.run.execution.devices import DevicePool, check_cuda_untouched, child_environment, visible_devices
-from verify.run.execution.jobs import Job, JobResult
+from verify.run.execution.jobs import Job, JobResult, JobState
 from verify.run.execution.overtime import GateClock, job_budget
 from verify.run.execution.remains import collect
 from verify.run.execution.zygotes import Zygotes
@@ -257,11 +257,12 @@ class Executor:
             )  # fmt: skip
             if left := self._leftovers.end(entry.job.key):  # named in its result
                 result = dataclasses.replace(result, reason="; ".join(filter(None, (result.reason, left))))
-            if ceilings.harness_job(entry.job.key) and result.state == "done":
+            if ceilings.harness_job(entry.job.key) and result.state == JobState.DONE:
                 self._peak = max(self._peak, peak)
             if self._pool is not None and entry.gpus >= 0:
                 self._pool.release(entry.gpus)
-            if entry.job.share_bytecode and result.state == "done" and not entry.job.overrides:  # a mutant's copy
+            # Never a mutant's copy (one with overrides): only an unmutated child's bytecode is adopted.
+            if entry.job.share_bytecode and result.state == JobState.DONE and not entry.job.overrides:
                 if adopt_bytecode(entry.paths.project, self.pristine):  # may hold any file: never taken
                     self.copies.pristine_changed()  # the copies made before lack what it now holds
                     self.warm.pristine_changed()

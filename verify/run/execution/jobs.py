@@ -14,10 +14,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from verify.compat import StrEnum
 from verify.report.verdict import GateOutcome
 from verify.run.config.settings import ProjectConfig
 
-__all__ = ["ExecutorLost", "Job", "JobExecutor", "JobResult"]
+__all__ = ["ExecutorLost", "Job", "JobExecutor", "JobResult", "JobState"]
 
 
 class ExecutorLost(Exception):
@@ -47,13 +48,20 @@ class Job:
     deadlines: tuple[tuple[str, float], ...] = ()
 
 
+class JobState(StrEnum):
+    """How a job's child ended. LOST and UNCONFINED are harness trouble, never evidence about the mutant."""
+
+    DONE = "done"  # the child finished pytest
+    TIMEOUT = "timeout"  # ended past its budget, or past its current gate's deadline
+    DIED = "died"  # a signal or an exit before its result (a ceiling's kill among them)
+    LOST = "lost"  # the machine running it went away, on every retry
+    UNCONFINED = "unconfined"  # it was to be confined and could not be, so it ran nothing
+
+
 @dataclass(frozen=True, slots=True)
 class JobResult:
     key: str
-    # "done" (the child finished pytest), "timeout", "died" (a signal or an exit), "lost" (the machine
-    # running it went away, on every retry) or "unconfined" (it was to be confined and could not be, so it ran
-    # nothing): the last two are harness trouble, never evidence about the mutant
-    state: str
+    state: JobState  # a plain string that names one (a result read back as data) is taken as it
     duration_s: float
     outcomes: tuple[GateOutcome, ...] = ()
     reason: str = ""
@@ -65,6 +73,9 @@ class JobResult:
     # Why its journal is not to be trusted ("" when it is): a line without the harness's seal, or the child found
     # the harness's code changed under the gates (`verify.run.child.integrity`). A mutant's verdict is then error.
     tampered: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state", JobState(self.state))  # an unknown state is a ValueError here, not later
 
 
 class JobExecutor(Protocol):

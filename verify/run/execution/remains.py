@@ -19,7 +19,7 @@ from verify.report.verdict import GateOutcome, Outcome
 from verify.run.child.job import JobPaths
 from verify.run.child.journal import Entries, read_journal
 from verify.run.execution import ceilings
-from verify.run.execution.jobs import Job, JobResult
+from verify.run.execution.jobs import Job, JobResult, JobState
 from verify.run.sandbox import hardening, namespaces
 
 __all__ = ["collect", "death", "job_result", "refusal"]
@@ -56,7 +56,7 @@ def job_result(
     job: Job,
     data: dict[str, Any],
     journal: Entries,
-    state: str,
+    state: JobState,
     why: str,
     running_outcome: GateOutcome,
     elapsed: float,
@@ -69,12 +69,12 @@ def job_result(
     outcomes += [_replace_id(running_outcome, g) for g in in_progress]
     seen = set(finished) | set(in_progress)
     for gate_id in job.gate_ids:
-        if gate_id in seen or (stopped and state == "done"):
+        if gate_id in seen or (stopped and state == JobState.DONE):
             continue  # first-kill mode: gates after the kill were left out on purpose
         broken = [why for node, why in collect_errors if gate_id.startswith(node.rstrip(":") + "::")]
         if broken:  # every child starts pristine, so only the mutant can break a gate's import
             outcomes.append(GateOutcome(gate_id, Outcome.EXCEPTION, 0.0, "CollectError", broken[0]))
-        elif state == "timeout" and not started:
+        elif state == JobState.TIMEOUT and not started:
             outcomes.append(_replace_id(running_outcome, gate_id))  # hung before any gate began
         else:
             outcomes.append(GateOutcome(gate_id, Outcome.NOT_RUN, 0.0, "NotRun", why or "never started"))
@@ -103,23 +103,23 @@ def collect(
         breach = ceilings.died_at(peak, limits, exit_code)
     if not confined:  # it ran no gate: harness trouble, tried again, never a verdict
         tail = paths.log.read_text(errors="replace").strip().splitlines()[-1:] if paths.log.is_file() else []
-        state, why = "unconfined", (tail[0] if tail else "the child did not confine itself")[:200]
+        state, why = JobState.UNCONFINED, (tail[0] if tail else "the child did not confine itself")[:200]
         running_outcome = GateOutcome("", Outcome.NOT_RUN, 0.0, "Unconfined", why)
     elif breach[0]:
-        state, why = "died", breach[1]
+        state, why = JobState.DIED, breach[1]
         running_outcome = GateOutcome("", Outcome.EXCEPTION, 0.0, breach[0], why)
     elif overdue:
-        state, why = "timeout", overdue
+        state, why = JobState.TIMEOUT, overdue
         running_outcome = GateOutcome("", Outcome.TIMEOUT, elapsed, "Timeout", why[:200])
     elif exit_code is None:
-        state, why = "timeout", f"still running after {budget_s:.1f}s (budget {job.timeout_s:.1f}s x load)"
+        state, why = JobState.TIMEOUT, f"still running after {budget_s:.1f}s (budget {job.timeout_s:.1f}s x load)"
         running_outcome = GateOutcome("", Outcome.TIMEOUT, elapsed, "Timeout", why)
     elif data:
-        state, why = "done", refusal(data, paths.log)
+        state, why = JobState.DONE, refusal(data, paths.log)
         running_outcome = GateOutcome("", Outcome.NOT_RUN, 0.0, "Interrupted", "the session ended inside it")
     else:
         kind, why = death(exit_code, paths.log)
-        state, running_outcome = "died", GateOutcome("", Outcome.EXCEPTION, 0.0, kind, why)
+        state, running_outcome = JobState.DIED, GateOutcome("", Outcome.EXCEPTION, 0.0, kind, why)
     result = job_result(job, data, read_journal(paths.journal, key), state, why, running_outcome, elapsed)
     return _private_memory_full(result, paths, limits)
 

@@ -19,7 +19,7 @@ from verify.report.decode import baseline_from_dict
 from verify.report.verdict import Baseline, GateOutcome, Outcome
 from verify.run.config.project import project_files
 from verify.run.config.settings import ProjectConfig
-from verify.run.execution.jobs import Job, JobExecutor, JobResult
+from verify.run.execution.jobs import Job, JobExecutor, JobResult, JobState
 from verify.run.phases import cache as cache_mod
 
 __all__ = ["BaselineError", "HarnessError", "Progress", "Silent", "budget", "flake_jobs", "flaky_in", "run_pristine"]
@@ -141,10 +141,10 @@ def _merge(parts: list[JobResult]) -> JobResult:
             merged = lines.setdefault(file, {})
             for line, contexts in by_line.items():
                 merged[line] = sorted(set(merged.get(line, ())) | set(contexts))
-    failed = [part for part in parts if part.state != "done"]
+    failed = [part for part in parts if part.state != JobState.DONE]
     return JobResult(
         "_baseline",
-        failed[0].state if failed else "done",
+        failed[0].state if failed else JobState.DONE,
         max(part.duration_s for part in parts),
         tuple(outcomes),
         "; ".join(f"{part.key.lstrip('_')}: {part.reason}" for part in (failed or parts) if part.reason),
@@ -158,7 +158,7 @@ def _merge(parts: list[JobResult]) -> JobResult:
 
 def _judge_baseline(ex: JobExecutor, run: JobResult, num_jobs: int) -> tuple[Baseline, dict[str, Any]]:
     config = ex.config
-    if run.state != "done":
+    if run.state != JobState.DONE:
         raise BaselineError(f"baseline {run.state}: {run.reason}")
     if run.collect_errors:
         raise BaselineError(f"gates fail to collect: {', '.join(f'{n} ({why})' for n, why in run.collect_errors)}")
@@ -223,7 +223,7 @@ def _red_baseline(ex: JobExecutor, red: GateOutcome, num_jobs: int) -> Exception
 def _judge_self_check(baseline: Baseline, forced: JobResult) -> None:
     """A forced failure must be seen on every baseline gate. (The other half, that unchanged code served by the
     import hook keeps every gate green, is the baseline's own run through the hook.)"""
-    if forced.state != "done":
+    if forced.state != JobState.DONE:
         raise HarnessError(f"self-check {forced.key.lstrip('_')} {forced.state}: {forced.reason}")
     seen = {o.gate_id for o in forced.outcomes if o.outcome is Outcome.ASSERTION}
     unseen = [g for g in baseline.gate_ids if g not in seen]

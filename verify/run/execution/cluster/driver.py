@@ -41,7 +41,7 @@ from verify.run.config.settings import ProjectConfig
 from verify.run.execution.cluster.preflight import ClusterError, check_nodes
 from verify.run.execution.cluster.task import run_job
 from verify.run.execution.cluster.tree import pack
-from verify.run.execution.jobs import Job, JobResult
+from verify.run.execution.jobs import Job, JobResult, JobState
 
 __all__ = ["Driver", "main"]
 
@@ -76,7 +76,7 @@ class _Task:
 def _lost(job: Job, elapsed: float, why: str) -> JobResult:
     """A job the cluster lost: each of its gates not run, so the phases retry it and never judge it."""
     outcomes = tuple(GateOutcome(g, Outcome.NOT_RUN, 0.0, "Lost", why[:200]) for g in job.gate_ids)
-    return JobResult(job.key, "lost", elapsed, outcomes, why)
+    return JobResult(job.key, JobState.LOST, elapsed, outcomes, why)
 
 
 def _first_line(error: BaseException) -> str:
@@ -159,7 +159,7 @@ class Driver:
         leaders: set[str] = set()
         for job in jobs:
             if job.claims and job.claims in leaders:
-                empty = JobResult(job.key, "done", 0.0, reason="its gates ran in another job of its group")
+                empty = JobResult(job.key, JobState.DONE, 0.0, reason="its gates ran in another job of its group")
                 self._deliver(empty, done, on_done)
                 continue
             if job.claims:
