@@ -185,3 +185,15 @@ def test_generated_mutants_fail_neither_by_staleness_nor_by_an_empty_run() -> No
     assert dataclasses.replace(_report(), generated=True).failures() == ()
     survivor = dataclasses.replace(_report(MutationResult("s", Status.SURVIVED), required=()), generated=True)
     assert survivor.failures(fail_under=1.0) == ("score 0.000 is under --fail-under 1.000",)
+
+
+def test_survivors_no_gate_reaches_are_said_apart_in_the_counts() -> None:
+    """A survivor no gate ran against is a gap in the gates' reach, not a gate that missed a bug: the counts say
+    how many of the survivors are that (Stryker's NoCoverage)."""
+    from verify.report.summary import judge
+
+    reached = MutationResult("reached", Status.SURVIVED, ran=("g1",))
+    alone = MutationResult("alone", Status.SURVIVED, reason="no gate reaches the mutated lines")
+    killed = MutationResult("k", Status.KILLED, killed_by=("g1",), ran=("g1",))
+    assert judge(_report(reached, alone, killed)).counts_text == "1 killed, 2 survived (1 reached by no gate)"
+    assert judge(_report(reached, killed)).counts_text == "1 killed, 1 survived"

@@ -51,6 +51,7 @@ class Verdict:
     harness_errors: tuple[str, ...] = ()  # trouble outside any one mutation (exit 4)
     count: str = "killed"  # what `killed` counts: "killed" or "detected" ([tool.dflash] count)
     detected: float | None = None  # the share detected in any way (RunReport.detected)
+    unreached: int = 0  # survivors no gate reaches (Stryker's NoCoverage): a gap in the gates, said apart
 
     @property
     def word(self) -> str:
@@ -58,7 +59,11 @@ class Verdict:
 
     @property
     def counts_text(self) -> str:
-        return ", ".join(f"{n} {status}" for status, n in self.counts) or "no mutations"
+        def said(status: str, n: int) -> str:
+            alone = f" ({self.unreached} reached by no gate)" if status == "survived" and self.unreached else ""
+            return f"{n} {status}{alone}"
+
+        return ", ".join(said(status, n) for status, n in self.counts) or "no mutations"
 
 
 def judge(report: RunReport, fail_under: float = 0.0) -> Verdict:
@@ -92,6 +97,7 @@ def judge(report: RunReport, fail_under: float = 0.0) -> Verdict:
         harness_errors=report.harness_errors,
         count=report.counting,
         detected=report.detected,
+        unreached=sum(1 for r, s in zip(report.mutations, statuses, strict=True) if s == "survived" and not r.ran),
     )
 
 
