@@ -249,7 +249,8 @@ def test_every_child_draws_fresh_random_numbers_as_a_fresh_process_would(
     # in all of them or in none: invisible to the flake check, or a kill that is only the draw.
     monkeypatch.setenv("HOSTILE_DRAWS", str(tmp_path / "shared" / "draws"))
     root = _write_project(hostile_project, tmp_path / "p", ["changes-nothing", "assertion-kill"], jobs=1, draws=True)
-    result = cli("--project", str(root), "--all-gates")
+    # --no-explain: the survivor's explanation runs the gates again in its own children, which draw too.
+    result = cli("--project", str(root), "--all-gates", "--no-explain")
     draws = (tmp_path / "shared" / "draws").read_text().split()
     # The baseline's, one per mutant, and the flake check's three re-runs (assertion-kill turns it red too).
     assert len(draws) == 6, result.output
