@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from verify.propose import attention_rules, distribution_rules, sampling_rules
 from verify.propose.edit import BugClass, Edit, Found, Refusal, statement_of
 from verify.propose.source import Source, parse_file
+from verify.run.apply import count_matches
 
 __all__ = ["RULES", "Proposal", "Refused", "scan_text"]
 
@@ -60,14 +61,6 @@ class Refused:
     reason: str
 
 
-def _count(text: str, anchor: str) -> int:
-    count, start = 0, text.find(anchor)
-    while start != -1:
-        count += 1
-        start = text.find(anchor, start + 1)
-    return count
-
-
 def _anchor(text: str, start: int, end: int) -> tuple[int, int] | None:
     """The character range of the anchor around [start, end): whole lines (from the first one's first non-blank
     character), widened upwards until the text occurs once in the file."""
@@ -76,7 +69,7 @@ def _anchor(text: str, start: int, end: int) -> tuple[int, int] | None:
     last = len(text) if last == -1 else last
     begin = first + len(text[first:last]) - len(text[first:last].lstrip())
     for _ in range(_MAX_WIDEN + 1):
-        if text[begin:last].strip() and _count(text, text[begin:last]) == 1:
+        if text[begin:last].strip() and count_matches(text, text[begin:last]) == 1:
             return begin, last
         if first == 0:
             return None
