@@ -66,10 +66,19 @@ def has_strays(keep: Collection[int]) -> bool:
 def _children_of(pid: int) -> list[int]:
     """`pid`'s children (any of its threads may have forked), from /proc; [] once it is gone."""
     found: list[int] = []
-    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
+    for listing in _task_files(pid, "children"):
         with contextlib.suppress(OSError, ValueError):
             found += [int(child) for child in listing.read_text().split()]
     return found
+
+
+def _task_files(pid: int, name: str) -> list[Path]:
+    """`name` in each of `pid`'s threads' /proc folders; [] once it is gone (it may go while they are listed:
+    the glob's scandir then raises, which a caller scanning a dying tree must not see)."""
+    try:
+        return list(Path(f"/proc/{pid}/task").glob(f"*/{name}"))
+    except OSError:
+        return []
 
 
 def tree(pid: int) -> list[int]:
@@ -89,7 +98,7 @@ def running_tasks(pids: Collection[int]) -> int:
     """Threads of these processes on a CPU or waiting for one now (state R): what they add to the load."""
     count = 0
     for pid in pids:
-        for stat_file in Path(f"/proc/{pid}/task").glob("*/stat"):
+        for stat_file in _task_files(pid, "stat"):
             with contextlib.suppress(OSError, IndexError):
                 count += stat_file.read_text().rpartition(")")[2].split()[0] == "R"
     return count
