@@ -206,40 +206,57 @@ def add_explanations(
     details: dict[str, Any],
     options: Any = None,
     problems: list[str] | None = None,
+    use_cache: bool = True,
 ) -> dict[str, Any]:
     """A verify run's survivors (declared ones included) with their explanation in their report detail. The
     observation's own trouble is printed by name and leaves the verdicts and the exit code alone; a change to
-    the user's files while it ran is printed and added to `problems` (the run's harness errors: exit 4)."""
+    the user's files while it ran is printed and added to `problems` (the run's harness errors: exit 4). An
+    explanation of the same mutant on the same tree is re-used from the cache (`verify.observe.kept`) unless
+    `use_cache` is off; only the others are observed."""
     import dataclasses
 
-    from verify.observe.api import NoObserverError, ObserveHarnessError, ObserveTreeError, explain_catalog
+    from verify.observe.api import NoObserverError, ObserveHarnessError, ObserveTreeError, explain_catalog, mutant_texts
+    from verify.observe.kept import KeptExplanation, KeptExplanations
+    from verify.run.phases.cache import tree_digest
 
     survivors = {
         r.name: mutations[r.name] for r in report.mutations if str(r.status) == "survived" and r.name in mutations
     }
     if not survivors:
         return details
+    texts, _ = mutant_texts(survivors, config.root)  # a stale one has no text: explain_catalog names it
+    store = KeptExplanations(config, tree_digest(config), enabled=use_cache)
+    explained = dict(details)
+
+    def show(name: str, summary: str, text: str) -> None:
+        if name in explained:
+            explained[name] = dataclasses.replace(explained[name], divergence=summary, explanation=text)
+
+    for name in list(survivors):
+        if name in texts and (kept := store.get(texts[name])) is not None:
+            show(name, kept.summary, kept.text)
+            del survivors[name]
+    if not survivors:
+        return explained
     try:
         run = explain_catalog(config, survivors, options)
     except NoObserverError:
         typer.echo("survivors not explained: no observer, and the gates are not run as workloads", err=True)
-        return details
+        return explained
     except ObserveTreeError as error:
         typer.echo(f"error: survivors not explained: harness error: {error}", err=True)
         if problems is not None:
             problems.append(f"explaining the survivors: {error}")
-        return details
+        return explained
     except ObserveHarnessError as error:
         typer.echo(f"error: survivors not explained: harness error: {error}", err=True)
-        return details
+        return explained
     for name, why in run.failures.items():
         typer.echo(f"error: {name} not explained: harness error: {why.strip().splitlines()[-1]}", err=True)
-    explained = dict(details)
     for name, explanation in run.explanations.items():
-        if name in explained:
-            explained[name] = dataclasses.replace(
-                explained[name], divergence=explanation.summary(), explanation=explanation.text()
-            )
+        show(name, explanation.summary(), explanation.text())
+        if name in texts:
+            store.put(texts[name], KeptExplanation(explanation.summary(), explanation.text()))
     return explained
 
 

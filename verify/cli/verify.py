@@ -224,7 +224,7 @@ def verify(
         raise typer.Exit(EXIT_SIGNAL.get(signal_name, 130)) from None
     if report.node_confinement:
         render_node_confinement(report.node_confinement)
-    report, details = _explained(config, mutations, report, explain=not no_explain)
+    report, details = _explained(config, mutations, report, explain=not no_explain, use_cache=not no_cache)
     settings = {
         "jobs": report.jobs or jobs or config.num_jobs,  # as held: a cluster's capacity, not this machine's cores
         "all_gates": all_gates,
@@ -245,7 +245,9 @@ def verify(
     raise typer.Exit(code)
 
 
-def _explained(config: Any, mutations: Any, report: Any, explain: bool) -> tuple[Any, dict[str, Any]]:
+def _explained(
+    config: Any, mutations: Any, report: Any, explain: bool, use_cache: bool = True
+) -> tuple[Any, dict[str, Any]]:
     """The report's details, each survivor's explanation added unless asked not to; a change to the user's files
     while the survivors were observed is a harness error (exit 4)."""
     from verify.run.phases.details import details_for
@@ -253,7 +255,7 @@ def _explained(config: Any, mutations: Any, report: Any, explain: bool) -> tuple
     details = details_for({r.name: mutations[r.name] for r in report.mutations}, config.root)
     if explain:
         problems: list[str] = []
-        details = add_explanations(config, mutations, report, details, problems=problems)
+        details = add_explanations(config, mutations, report, details, problems=problems, use_cache=use_cache)
         if problems:
             report = dataclasses.replace(report, harness_errors=(*report.harness_errors, *problems))
     return report, details
