@@ -140,6 +140,15 @@ def fresh_random_state() -> None:
         torch.manual_seed(torch.initial_seed())
 
 
+def use_threads(threads: int) -> None:
+    """torch's threads for this child's gates, whether torch is loaded already or the gates import it later
+    (it reads OMP_NUM_THREADS then): the share of the cores its executor gave it (`Job.threads`)."""
+    threads = max(1, threads)
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
+
+
 def isolate(config: ProjectConfig, job: Any, paths: JobPaths) -> Path:
     """Purge the project's modules, point sys.path, cwd and temp at this child's own copy and folder."""
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -147,8 +156,7 @@ def isolate(config: ProjectConfig, job: Any, paths: JobPaths) -> Path:
     paths.tmp.mkdir(exist_ok=True)  # made already where the child has a private tmpfs (sandbox.namespaces)
     os.environ["TMPDIR"] = str(paths.tmp)
     tempfile.tempdir = str(paths.tmp)
-    if "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(1)  # one core per child; the parent runs N of them
+    use_threads(getattr(job, "threads", 1))
     fresh_random_state()
     # A shared unmutated run compiles into its copy for the parent to adopt (not under a user's pycache
     # prefix: that folder is theirs). Every other child only reads the caches, whatever the user's setting.

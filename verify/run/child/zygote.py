@@ -39,7 +39,15 @@ import pytest
 
 from verify.run.apply import MutantFinder
 from verify.run.child import coverage, hotswap, streams
-from verify.run.child.job import UNCONFINED_EXIT, JobPaths, end_child, fresh_random_state, isolate, write_result
+from verify.run.child.job import (
+    UNCONFINED_EXIT,
+    JobPaths,
+    end_child,
+    fresh_random_state,
+    isolate,
+    use_threads,
+    write_result,
+)
 from verify.run.child.recorder import Recorder
 from verify.run.config.settings import ProjectConfig
 from verify.run.config.writable import writable_paths
@@ -232,6 +240,7 @@ class _Warm:
         paths.tmp.mkdir(exist_ok=True)  # made already where it has a private tmpfs
         os.environ["TMPDIR"] = str(paths.tmp)
         tempfile.tempdir = str(paths.tmp)
+        use_threads(job.threads)  # the worker ran its collection on one
         fresh_random_state()  # where a fresh child reseeds them too: where its gates start (`FreshStreams`)
         self.finder.overrides = {str(Path(self.private, rel).resolve()): text for rel, text in job.overrides}
         self.finder.loaded = set()

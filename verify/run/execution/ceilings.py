@@ -1,6 +1,7 @@
 """A child's ceilings and the parent's watch over them: what memory, processes, file size and output a child may
 take (scaled from the unmutated children, like its time), whether a running child is past one, and the load the
-machine is under less what the child itself makes (so the child's own load cannot stretch its budget).
+machine is under less what the child itself makes (so the child's own load cannot stretch its budget), and its
+share of the cores (torch's threads: `threads_per_child`).
 
 The child sets its own rlimits (`verify.run.sandbox.hardening`); the parent, which forked it, polls what only it
 can see from outside: the size of the child's process tree, the memory the tree holds and what it wrote to its
@@ -20,7 +21,7 @@ from verify.run.child.streams import OUTPUT_EXIT
 from verify.run.config.settings import ProjectConfig
 from verify.run.sandbox import cgroups, hardening, namespaces, reaper
 
-__all__ = ["check", "died_at", "for_child", "harness_job", "kernel", "load_scale", "output"]
+__all__ = ["check", "died_at", "for_child", "harness_job", "kernel", "load_scale", "output", "threads_per_child"]
 
 _MEMORY_NEAR = 0.9  # a child that died with its peak this close to its memory ceiling died of it
 NONE = ("", "")  # (exc_type, why): no breach
@@ -128,3 +129,13 @@ def load_scale(own: int = 0) -> float:
     if own:
         running = max(0, running - own) + 1
     return max(1.0, running / (os.cpu_count() or 1))
+
+
+def threads_per_child(children: int) -> int:
+    """torch's threads for each of `children` run at once: an equal share of the cores this process may use,
+    never more than OMP_NUM_THREADS where the user set it (plain pytest would run with that many), at least one."""
+    cores = len(os.sched_getaffinity(0))
+    share = max(1, cores // max(1, children))
+    with contextlib.suppress(ValueError):
+        share = min(share, int(os.environ.get("OMP_NUM_THREADS", "") or share))
+    return max(1, share)

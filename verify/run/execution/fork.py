@@ -169,7 +169,7 @@ class Executor:
         try:
             while pending or running:
                 while pending and len(running) < max(1, num_jobs):
-                    job = pending.pop()
+                    job = dataclasses.replace(pending.pop(), threads=ceilings.threads_per_child(num_jobs))
                     gpus = self._pool.acquire() if self._pool is not None else -1
                     limits = ceilings.for_child(self.config, job.key, (num_jobs, self._slots), self._peak)
                     devices = self._pool.devices(gpus) if self._pool is not None else ()
