@@ -1,12 +1,13 @@
 """`make bench`: the runner's speed on the shipped fixture, its batch-1 time against the reference's on several
 model sizes (benchmarks/runner_sizes.py), and the verify tool's speed
 against one baseline run of its gates and against the naive way at equal parallelism (benchmarks/verify_bench.py),
-and the Ray executor on a local two-node cluster against the fork executor (benchmarks/ray_bench.py), and what
-confining each child costs (benchmarks/confine_bench.py).
+and the Ray executor on a local two-node cluster against the fork executor (benchmarks/ray_bench.py), what
+confining each child costs (benchmarks/confine_bench.py), and how verify's cost grows with the catalog (10 to
+1,000 generated mutations: benchmarks/scale_bench.py).
 Everything is measured in one run and printed as a table plus JSON (reports/bench.json).
 
 `BENCH_SECTIONS=verify,runner` runs only those sections (default all: startup, runner, verify, confinement,
-ray), for a quick run; see benchmarks/verify_bench.py for choosing the verify section's parts, and
+ray, scale), for a quick run; see benchmarks/verify_bench.py for choosing the verify section's parts, and
 `BENCH_SIZES=fixture,deep` picks the runner section's batch-1 sizes (default all).
 """
 
@@ -27,6 +28,7 @@ from benchmarks.confine_bench import bench_confinement
 from benchmarks.ray_bench import bench_ray
 from benchmarks.runner_sizes import SIZES, BenchSize, checkpoint
 from benchmarks.runner_sizes import prompts as size_prompts
+from benchmarks.scale_bench import bench_scale
 from benchmarks.verify_bench import bench_verify
 from runner import Engine, EngineConfig, SamplingParams
 from verify.fixtures.catalog import FIXTURES_ROOT, read_manifest
@@ -230,6 +232,7 @@ SECTIONS: dict[str, Callable[[], dict]] = {
     "verify": bench_verify,
     "confinement": bench_confinement,
     "ray": bench_ray,
+    "scale": bench_scale,
 }
 
 
