@@ -3,11 +3,12 @@ model sizes (benchmarks/runner_sizes.py), and the verify tool's speed
 against one baseline run of its gates and against the naive way at equal parallelism (benchmarks/verify_bench.py),
 and the Ray executor on a local two-node cluster against the fork executor (benchmarks/ray_bench.py), what
 confining each child costs (benchmarks/confine_bench.py), and how verify's cost grows with the catalog (10 to
-1,000 generated mutations: benchmarks/scale_bench.py).
+1,000 generated mutations: benchmarks/scale_bench.py), and a pull request's `--changed-since` run against its
+gates (benchmarks/changed_bench.py).
 Everything is measured in one run and printed as a table plus JSON (reports/bench.json).
 
 `BENCH_SECTIONS=verify,runner` runs only those sections (default all: startup, runner, verify, confinement,
-ray, scale), for a quick run; see benchmarks/verify_bench.py for choosing the verify section's parts, and
+ray, scale, changed), for a quick run; see benchmarks/verify_bench.py for choosing the verify section's parts, and
 `BENCH_SIZES=fixture,deep` picks the runner section's batch-1 sizes (default all).
 """
 
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.changed_bench import bench_changed
 from benchmarks.confine_bench import bench_confinement
 from benchmarks.ray_bench import bench_ray
 from benchmarks.runner_sizes import SIZES, BenchSize, checkpoint
@@ -233,6 +235,7 @@ SECTIONS: dict[str, Callable[[], dict]] = {
     "confinement": bench_confinement,
     "ray": bench_ray,
     "scale": bench_scale,
+    "changed": bench_changed,
 }
 
 
