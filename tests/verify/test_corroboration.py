@@ -120,6 +120,18 @@ def test_what_the_second_seed_establishes(again, outcome, corroboration, status)
     assert POLICY.awaiting(judged) == (), "one seed settles it"
 
 
+def test_one_killer_red_again_on_the_second_seed_is_enough() -> None:
+    """Of two statistical killers, one red again keeps the kill (by it alone); the other's red was chance."""
+    first = (_o("s::a", Outcome.ASSERTION, "AssertionError"), _o("s::b", Outcome.ASSERTION, "AssertionError"))
+    again = (_o("s::a", Outcome.ASSERTION, "AssertionError"), _o("s::b", Outcome.PASSED))
+    seeded = POLICY.reseeded(first, ("s::a", "s::b"), again)
+    assert [o.corroboration for o in seeded] == [Corroboration.RESEEDED, Corroboration.CHANCE]
+    judged = _judged(*seeded, attempts=2)
+    assert (judged.status, judged.killed_by) == (Status.KILLED, ("s::a",))
+    assert judged.reason == "statistical kill confirmed: s::a red again on an independent gate seed"
+    assert POLICY.recorded(judged) == (judged, True)
+
+
 def test_a_gate_first_seen_on_the_second_seed_counts_as_one_attempt() -> None:
     first = (_o("s::law", Outcome.ASSERTION, "AssertionError"),)
     again = (
