@@ -4,7 +4,7 @@ False alarms: the mixed-batch gates (each sampled group's pooled Pearson test, B
 two tolerance gates on the rule's rates (test_gate_rules, test_gate_sampling), simulated under their own null
 laws; test_exact_power.py does the rule and the batched and solo engine gates the same way. A gate fails on a
 run with the simulated rate; a kill that only such gates make is then confirmed on an independent seed
-(`verify.run.phases.chance`), so a false kill needs two false alarms.
+(`verify.run.phases.corroboration`), so a false kill needs two false alarms.
 
 Power: concrete alternatives (a rule with the ratio inverted, a residual that does not subtract q, p at a
 temperature 15% off, and for the engine gates the whole output at a temperature 15% off or a row sampled with

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from verify.report.verdict import GateOutcome, MutationResult, Outcome, Status
-from verify.run.phases.chance import chance_killers, confirm_by_seed
-from verify.run.phases.judge import AGAIN, STATISTICAL_UNCONFIRMED, verdict
-from verify.run.phases.verdicts import unreproduced_red
+from verify.report.verdict import Corroboration, GateOutcome, MutationResult, Outcome, Status
+from verify.run.phases.corroboration import Policy
+from verify.run.phases.judge import verdict
 from verify.seeds import CONFIRM_SEED, GATE_SEED_ENV, reseed
 
 # value(seed) = seed % 10; the statistical gate fails when value(reseed(0)) is 3. Stream 0: reseed(0) = 0;
@@ -104,9 +103,12 @@ def test_a_statistical_kill_counts_only_when_an_independent_seed_confirms_it(tmp
     assert f"green on gate seed {CONFIRM_SEED}" in chance["reason"]
     assert chance["attempts"] == 2 and chance["killed_by"] == []
     [law] = [o for o in chance["outcomes"] if o["gate_id"].endswith("test_law")]
-    assert (law["outcome"], law["exc_type"]) == ("passed", STATISTICAL_UNCONFIRMED)
+    # A chance red is a pass, said so by its corroboration; its exception type is the first seed's red's.
+    assert (law["outcome"], law["corroboration"], law["exc_type"]) == ("passed", "chance", "AssertionError")
     confirmed = by_name["always-red"]
     assert confirmed["killed_by"] == ["tests/test_coin.py::test_law"] and confirmed["attempts"] == 2
+    [law] = [o for o in confirmed["outcomes"] if o["gate_id"].endswith("test_law")]
+    assert (law["outcome"], law["corroboration"]) == ("assertion", "reseeded")
     assert confirmed["reason"] == (
         "statistical kill confirmed: tests/test_coin.py::test_law red again on an independent gate seed"
     )
@@ -150,10 +152,11 @@ def test_confirmation_outcomes(second: Outcome, status: Status, reason: str) -> 
     lost child) is harness trouble: an error, never a verdict."""
     first = (_red("s::law"), GateOutcome("p::plain", Outcome.PASSED, 0.1))
     killed = verdict("m", first, ("s::law", "p::plain"), 0.2, 1)
-    assert chance_killers(killed, ("s::",)) == ("s::law",)
-    assert chance_killers(killed, ("p::",)) == (), "a killer outside statistical_gates needs no confirmation"
+    policy = Policy(("s::",))
+    assert policy.awaiting(killed) == ("s::law",)
+    assert Policy(("p::",)).awaiting(killed) == (), "a killer outside statistical_gates needs no confirmation"
     again = (GateOutcome("s::law", second, 0.1, "" if second is Outcome.PASSED else "X", "m"),)
-    outcomes = confirm_by_seed(first, ("s::law",), again, CONFIRM_SEED)
+    outcomes = policy.reseeded(first, ("s::law",), again)
     judged = verdict("m", outcomes, ("s::law", "p::plain"), 0.4, 2)
     assert judged.status is status and judged.reason.startswith(reason), judged.reason
     # Rejudging from the outcomes alone (the flake check does) reaches the same verdict and reason.
@@ -162,7 +165,7 @@ def test_confirmation_outcomes(second: Outcome, status: Status, reason: str) -> 
 
 def test_a_kill_by_a_plain_gate_beside_a_statistical_one_needs_no_confirmation() -> None:
     both = verdict("m", (_red("s::law"), _red("p::plain")), ("s::law", "p::plain"), 0.2, 1)
-    assert isinstance(both, MutationResult) and chance_killers(both, ("s::",)) == ()
+    assert isinstance(both, MutationResult) and Policy(("s::",)).awaiting(both) == ()
 
 
 def test_first_kill_mode_confirms_too(tmp_path, cli) -> None:
@@ -209,17 +212,20 @@ def test_a_red_the_second_seed_reproduced_is_not_rerun_on_the_pristine_tree(tmp_
 
 
 def test_the_flake_check_reruns_every_red_but_those_the_second_seed_reproduced_or_is_about_to_run() -> None:
-    again = GateOutcome("s::law", Outcome.ASSERTION, 0.1, "AssertionError", f"{AGAIN} {CONFIRM_SEED}: p-value 1e-6")
+    reseeded = Corroboration.RESEEDED
+    again = GateOutcome("s::law", Outcome.ASSERTION, 0.1, "AssertionError", "p-value 1e-6", None, reseeded)
     results = {
         "confirmed": verdict("confirmed", (again,), ("s::law",), 0.2, 2),
         "awaiting": verdict("awaiting", (_red("s::other"), _crash("p::crash")), ("s::other", "p::crash"), 0.2, 1),
         "plain": verdict("plain", (_red("p::plain"),), ("p::plain",), 0.1, 1),
         "survivor": verdict("survivor", (GateOutcome("p::green", Outcome.PASSED, 0.1),), ("p::green",), 0.1, 1),
     }
+    policy = Policy(("s::",))
+    assert policy.awaiting(results["awaiting"]) == ("s::other",) and policy.awaiting(results["confirmed"]) == ()
     # Before the second seed: its killers are left to it; a crash beside them is no killer and is re-run.
-    assert unreproduced_red(results, {"awaiting": {"s::other"}}) == {"p::crash", "p::plain"}
-    # Nothing awaiting: every red but the reproduced one.
-    assert unreproduced_red(results, {}) == {"s::other", "p::crash", "p::plain"}
+    assert policy.flake_suspects(results.values(), seed_to_come=True) == {"p::crash", "p::plain"}
+    # After it (a gate first red there): every red but the reproduced one.
+    assert policy.flake_suspects(results.values(), seed_to_come=False) == {"s::other", "p::crash", "p::plain"}
 
 
 def _crash(gate_id: str) -> GateOutcome:

@@ -18,9 +18,9 @@ import torch
 
 from verify.gatekit import LawMismatch, assert_acceptance_rule_exact, proportion_p_value
 from verify.gatekit.stats import ALPHA_GATE, TAIL_MARGIN, FitResult, case_level
-from verify.report.verdict import GateOutcome, Outcome, Status
+from verify.report.verdict import Corroboration, GateOutcome, Outcome, Status
 from verify.run.child.evidence import stated_p_value
-from verify.run.phases.chance import awaits_confirmation, chance_killers, conclusive_reason, conclusive_reds
+from verify.run.phases.corroboration import AWAITING, Policy
 from verify.run.phases.judge import verdict
 
 COIN = "def value(seed):\n    return seed % 10\n\n\ndef double(x):\n    return 2 * x\n"
@@ -118,21 +118,29 @@ def _outcome(gate_id: str, kind: Outcome, p_value: float | None) -> GateOutcome:
     ids=["below", "impossible-at-0", "above", "none-stated", "off", "one-of-two-killers"],
 )
 def test_which_statistical_kills_need_a_second_seed(outcomes, conclusive_p, awaits) -> None:
-    killed = verdict("m", outcomes, tuple(o.gate_id for o in outcomes), 0.2, 1)
+    policy = Policy(("s::",), conclusive_p)
+    killed = verdict("m", policy.resolve(outcomes, None), tuple(o.gate_id for o in outcomes), 0.2, 1)
     assert killed.status is Status.KILLED
-    assert awaits_confirmation(killed, ("s::",), conclusive_p) is awaits
-    assert bool(chance_killers(killed, ("s::",), conclusive_p)) is awaits
-    assert bool(conclusive_reason(killed, ("s::",), conclusive_p)) is not awaits
+    assert bool(policy.awaiting(killed)) is awaits
+    recorded, is_final = policy.recorded(killed)
+    assert is_final is not awaits, "an awaiting kill is never cached"
+    if awaits:
+        assert recorded.reason == AWAITING
+    else:
+        assert recorded.reason.startswith("statistical kill conclusive on one seed: "), recorded.reason
 
 
 def test_only_a_statistical_gates_red_by_its_check_is_conclusive() -> None:
     crash = GateOutcome("s::law", Outcome.EXCEPTION, 0.1, "RuntimeError", "boom", 0.0)
-    crashed = verdict("m", (crash,), ("s::law",), 0.2, 1)
-    assert conclusive_reds(crashed, ("s::",), 1e-9) == set(), "a crash's stated p-value says nothing"
-    plain = verdict("m", (_outcome("p::plain", Outcome.ASSERTION, 0.0),), ("p::plain",), 0.2, 1)
-    assert conclusive_reds(plain, ("s::",), 1e-9) == set(), "nor a gate's outside statistical_gates"
-    assert conclusive_reds(plain, ("p::",), 1e-9) == {"p::plain"}
-    assert conclusive_reason(plain, ("s::",), 1e-9) == ""
+    [weighed] = Policy(("s::",), 1e-9).resolve((crash,), None)
+    assert weighed.corroboration is Corroboration.ONCE, "a crash's stated p-value says nothing"
+    plain = _outcome("p::plain", Outcome.ASSERTION, 0.0)
+    [weighed] = Policy(("s::",), 1e-9).resolve((plain,), None)
+    assert weighed.corroboration is Corroboration.ONCE, "nor a gate's outside statistical_gates"
+    [weighed] = Policy(("p::",), 1e-9).resolve((plain,), None)
+    assert weighed.corroboration is Corroboration.CONCLUSIVE
+    killed = verdict("m", (plain,), ("p::plain",), 0.2, 1)
+    assert Policy(("s::",), 1e-9).recorded(killed) == (killed, True), "a plain kill stands as it is"
 
 
 class _Stated(AssertionError):

@@ -17,6 +17,7 @@ from verify.run.child.journal import Journal, Reader, new_key, read_journal
 from verify.run.child.recorder import Recorder
 from verify.run.config.settings import ConfigError, ProjectConfig
 from verify.run.execution.overtime import GateClock, job_budget, limit_s
+from verify.run.phases.corroboration import Policy
 from verify.run.phases.judge import tampered, verdict
 
 GATES = """import time
@@ -220,7 +221,7 @@ def test_a_tampered_result_is_an_error_naming_it_whatever_its_gates_said() -> No
         Status.ERROR, (), "_pytest.reports.TestReport.from_item_and_call"
     )  # fmt: skip
     assert result.reason == "tampered with the harness: _pytest.reports.TestReport.from_item_and_call"
-    assert not result.status.is_final  # never cached: the next run tries it again
+    assert Policy().recorded(result) == (result, False)  # never cached: the next run tries it again
     assert result_from_dict(json.loads(json.dumps(dataclasses.asdict(result)))) == result
 
 

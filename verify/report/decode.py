@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, Status
+from verify.report.verdict import Baseline, Corroboration, GateOutcome, MutationResult, Outcome, Status
 
 __all__ = ["baseline_from_dict", "outcome_from_dict", "result_from_dict"]
 
@@ -16,7 +16,11 @@ def outcome_from_dict(data: dict[str, Any]) -> GateOutcome:
     fields = (data["gate_id"], Outcome(data["outcome"]), float(data["duration_s"]))
     p_value = data.get("p_value")
     return GateOutcome(
-        *fields, data.get("exc_type", ""), data.get("message", ""), None if p_value is None else float(p_value)
+        *fields,
+        data.get("exc_type", ""),
+        data.get("message", ""),
+        None if p_value is None else float(p_value),
+        Corroboration(data.get("corroboration", Corroboration.ONCE)),  # a child's journal says nothing of it
     )
 
 

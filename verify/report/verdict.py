@@ -18,6 +18,7 @@ from verify.compat import StrEnum
 
 __all__ = [
     "Baseline",
+    "Corroboration",
     "GateOutcome",
     "MutationResult",
     "Outcome",
@@ -54,6 +55,18 @@ class Outcome(StrEnum):
         return self is Outcome.PASSED or self.is_check
 
 
+class Corroboration(StrEnum):
+    """How a gate's outcome was corroborated: what re-runs established about its red (the policy that decides
+    it is `verify.run.phases.corroboration`)."""
+
+    ONCE = "once"  # what one run said: a green, or a red seen once (provisional when statistical)
+    REPEATED = "repeated"  # the same kind of red (a crash, an invariant, a hang) in a second fresh child
+    RESEEDED = "reseeded"  # red by its check again on an independent gate seed
+    CONCLUSIVE = "conclusive"  # red by its check with a stated p-value small enough to stand alone
+    UNCONFIRMED = "unconfirmed"  # red once, then green or red another way: no verdict from this gate
+    CHANCE = "chance"  # red on the first gate seed, green on the independent one: a chance red, no kill
+
+
 class Status(StrEnum):
     """What became of one mutation, in order of precedence among the judged ones."""
 
@@ -78,11 +91,6 @@ class Status(StrEnum):
     def is_judged(self) -> bool:
         """In the score's denominator: a verdict about the gates, good or bad."""
         return self.is_detected or self is Status.SURVIVED
-
-    @property
-    def is_final(self) -> bool:
-        """May be cached: crashes, timeouts and errors are re-run next time, never replayed."""
-        return self in (Status.KILLED, Status.CAUGHT, Status.SURVIVED)
 
 
 def status_from(outcomes: tuple[GateOutcome, ...]) -> Status:
@@ -109,8 +117,9 @@ class GateOutcome:
     exc_type: str = ""  # the exception's type name when red; why it did not run when not-run
     message: str = ""  # the first line of its message, for a human reading why
     # A red gate's own p-value when it stated one (pytest's record_property("p_value", p), or a p_value on its
-    # exception): the chance a correct engine goes this red. Read for statistical gates only (phases.chance).
+    # exception): the chance a correct engine goes this red. Read for statistical gates only.
     p_value: float | None = None
+    corroboration: Corroboration = Corroboration.ONCE  # what re-runs established about this outcome
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,8 @@
 - `execution/`: how jobs reach children (the job records, the fork executor and its warm workers, devices,
   interrupts, the Ray
   executor in `cluster/`, and `choice`, which picks one).
-- `phases/`: the run's order and its verdicts (baseline and checks, judge, order, the layout probe, the cache,
-  the coverage map, report details).
+- `phases/`: the run's order and its verdicts (baseline and checks, the corroboration policy, judge, order, the
+  layout probe, the cache, the coverage map, report details).
 - `apply` (a mutation's text, served to imports) and `harness` (the digest of the harness's code) stand flat.
 
 Imports point down: phases -> execution -> child -> config and sandbox, and anything may use `apply` and

@@ -1,6 +1,7 @@
 """What a red gate says of its own red: the p-value a statistical gate states (the chance that a correct engine
 fails its check this way), read in the child where the red happens and journalled with it. The parent decides
-what the p-value is worth (`verify.run.phases.chance`); this module knows nothing of thresholds or verdicts.
+what the p-value is worth (`verify.run.phases.corroboration`); this module knows nothing of thresholds or
+verdicts.
 """
 
 from __future__ import annotations

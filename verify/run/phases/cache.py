@@ -27,6 +27,7 @@ from verify.report.verdict import MutationResult
 from verify.run.config.project import CACHE_DIR, project_files
 from verify.run.config.settings import ProjectConfig
 from verify.run.harness import harness_digest_bytes
+from verify.run.phases.corroboration import may_replay
 
 __all__ = [
     "CACHE_DIR",
@@ -41,7 +42,9 @@ __all__ = [
     "tree_files",
 ]
 
-_FORMAT = "dflash-cache/2"  # bump when an entry's meaning changes, to orphan old entries
+# Bump when an entry's meaning changes, to orphan old entries. 3: each outcome says how its red was corroborated
+# (`GateOutcome.corroboration`), where 2 said it in message prefixes and exception-type strings.
+_FORMAT = "dflash-cache/3"
 
 
 class ChangedSinceError(Exception):
@@ -148,12 +151,13 @@ class ResultCache:
             result = result_from_dict(data) if data else None
         except (KeyError, ValueError, TypeError):
             return None  # a foreign entry is a miss
-        if result is None or not result.status.is_final:
+        if result is None or not may_replay(result.status):
             return None  # crashes, timeouts and errors are never replayed
         return dataclasses.replace(result, cached=True)
 
     def put(self, key: str, result: MutationResult) -> None:
-        if result.status.is_final:
+        """Store a verdict the corroboration policy called final (`Policy.recorded`); others are refused here too."""
+        if may_replay(result.status):
             self._write(key, dataclasses.asdict(result))
 
     def forget(self, key: str) -> None:

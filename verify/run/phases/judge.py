@@ -1,75 +1,23 @@
-"""Turning what children reported into a mutation's verdict: which attempts are needed, and what they mean.
+"""Turning resolved outcomes into a mutation's verdict, and the two ways a verdict is taken back.
 
-A gate's first outcome stands when it is conclusive (green, or its own check fired). Anything else is
-asked again in a fresh child: a crash, a named invariant or a timeout must happen twice to count (the second
-child has the same budget and deadlines), and a gate that did not run is retried once. What is still unresolved
-after the second attempt is an error, never a kill and never a survival; so is a child that found the harness
-changed under its gates (`tampered`), whatever they reported. Gates found flaky on the
-unmutated tree are left out of every verdict.
-
-A kill by statistical gates alone is confirmed on an independent seed (`verify.run.phases.chance`); what that
-established is kept on the gates' outcomes (a confirmed killer's message opens with AGAIN, a chance red is
-passed with exc_type STATISTICAL_UNCONFIRMED), so every later rejudging reaches the same verdict and reason.
+The status follows from the outcomes the corroboration policy resolved (`verify.run.phases.corroboration`:
+which reds were seen often enough, and how, travels on each outcome as its `corroboration`), so every later
+rejudging (the flake check's, a cache replay's) reaches the same verdict and reason. Gates found flaky on the
+unmutated tree are left out of every verdict. A child that found the harness changed under its gates
+(`tampered`) or a mutant that changed the user's files (`voided`) gets an error, whatever its gates reported.
 Pure functions of records: no processes, no files.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from verify.report.crashes import crash_kind
 from verify.report.verdict import GateOutcome, MutationResult, Outcome, Status, status_from
+from verify.run.phases import corroboration
 
-__all__ = ["AGAIN", "STATISTICAL_UNCONFIRMED", "needs_second_attempt", "resolve", "tampered", "verdict", "voided"]
-
-# exc_type of a passed outcome whose gate was red by its check on the first seed and green on the confirming one
-STATISTICAL_UNCONFIRMED = "StatisticalUnconfirmed"
-AGAIN = "red again on gate seed"  # how a confirmed killer's message opens
-
-
-def needs_second_attempt(outcomes: Iterable[GateOutcome], flaky: frozenset[str] = frozenset()) -> bool:
-    """A first attempt decides alone only when a gate's check fired or every gate is conclusive."""
-    counted = [o for o in outcomes if o.gate_id not in flaky]
-    if any(o.outcome.is_check for o in counted):
-        return False
-    return any(not o.outcome.is_conclusive for o in counted)
-
-
-def _resolve_gate(first: GateOutcome, second: GateOutcome | None) -> GateOutcome:
-    if first.outcome.is_conclusive or second is None:
-        return first
-    if second.outcome.is_check:
-        return second
-    if first.outcome is Outcome.NOT_RUN:
-        if second.outcome is Outcome.NOT_RUN:
-            return GateOutcome(
-                first.gate_id, Outcome.NOT_RUN, 0.0, second.exc_type, f"did not run twice: {second.message}"
-            )
-        return second  # the retry stands on its own, and is confirmed below if it is red by an exception
-    if second.outcome is first.outcome:
-        return second  # confirmed: the same kind of red twice
-    if second.outcome is Outcome.PASSED:
-        why = f"red once ({first.outcome}: {first.exc_type} {first.message}), green on a second run"
-        return GateOutcome(first.gate_id, Outcome.NOT_RUN, first.duration_s, "Unconfirmed", why[:200])
-    why = f"red two ways: {first.outcome} ({first.exc_type}), then {second.outcome} ({second.exc_type})"
-    return GateOutcome(first.gate_id, Outcome.NOT_RUN, first.duration_s, "Unconfirmed", why[:200])
-
-
-def resolve(first: tuple[GateOutcome, ...], second: tuple[GateOutcome, ...] | None) -> tuple[GateOutcome, ...]:
-    """Per gate, what two attempts establish (second may be None: the first decided alone)."""
-    again = {o.gate_id: o for o in second or ()}
-    resolved = [_resolve_gate(o, again.get(o.gate_id) if second is not None else None) for o in first]
-    if second is not None:
-        # A retried not-run gate red by an exception on its only real run is still unconfirmed.
-        firsts = {o.gate_id: o for o in first}
-        resolved = [
-            GateOutcome(o.gate_id, Outcome.NOT_RUN, o.duration_s, "Unconfirmed", f"red once only ({o.exc_type})")
-            if firsts[o.gate_id].outcome is Outcome.NOT_RUN and o.outcome.is_red and not o.outcome.is_check
-            else o
-            for o in resolved
-        ]
-    return tuple(resolved)
+__all__ = ["tampered", "verdict", "voided"]
 
 
 def verdict(
@@ -107,19 +55,14 @@ def verdict(
                 crashed_kind, reason = str(named), f"{named}: {reason}"[:200]
     elif status is Status.SURVIVED:
         dropped = sorted({o.gate_id for o in outcomes if o.gate_id in flaky and o.outcome.is_red})
-        chance = [o for o in counted if o.exc_type == STATISTICAL_UNCONFIRMED]
         if dropped:
             reason = f"red only in flaky gates: {', '.join(dropped)}"
-        elif chance:
-            reason = f"statistical kill not confirmed: {chance[0].gate_id} {chance[0].message}" + (
-                f" (and {len(chance) - 1} more)" if len(chance) > 1 else ""
-            )
+        elif why := corroboration.reason(status, counted):
+            reason = why
         elif never_imported:
             reason = f"the gates never imported {never_imported}"
     elif status is Status.KILLED:
-        confirmed = [o.gate_id for o in counted if o.outcome.is_check and o.message.startswith(AGAIN)]
-        if confirmed:
-            reason = f"statistical kill confirmed: {', '.join(confirmed)} red again on an independent gate seed"
+        reason = corroboration.reason(status, counted)
     return MutationResult(
         name, status, killed_by, ran, round(duration_s, 3), reason, outcomes, False, attempts, crashed_kind
     )

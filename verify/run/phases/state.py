@@ -1,8 +1,9 @@
 """What a verify run has established so far: each planned mutation (`Planned`) and the run's state
 (`RunState`: verdicts, baseline, flaky gates, what was lost), from which a partial `RunReport` can be made at any
-moment. Records and two rules: a verdict that awaits confirmation is never cached, and every verdict is
-recorded with the harness's known secret values redacted from what its children said (`add`: the one door
-through which a mutant's words reach the JSON, HTML, JUnit and terminal reports and the cache). Runs nothing.
+moment. Records and one rule: every verdict is recorded with the harness's known secret values redacted from
+what its children said (`add`: the one door through which a mutant's words reach the JSON, HTML, JUnit and
+terminal reports and the cache). Whether a verdict is final, and so may be cached, the corroboration policy says
+(`verify.run.phases.corroboration`). Runs nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from verify.run.config.selection import RunOptions
 from verify.run.config.settings import ProjectConfig
 from verify.run.execution.jobs import JobResult
 from verify.run.phases import cache as cache_mod
-from verify.run.phases.chance import AWAITING, awaits_confirmation, conclusive_reason
+from verify.run.phases.corroboration import Policy
 from verify.run.sandbox.secrets import Secrets, known
 
 __all__ = ["Planned", "RunState"]
@@ -60,18 +61,17 @@ class RunState:
     num_jobs: int = 1  # children at once, in every phase
     secrets: Secrets = dataclasses.field(default_factory=known)  # what the reports must never show
 
+    @property
+    def policy(self) -> Policy:
+        """The corroboration policy for this project's gates."""
+        return Policy.of(self.config)
+
     def add(self, result: MutationResult, key: str = "", *, emit: bool = True) -> None:
-        """Record a verdict (cached under `key` when given, once final), its children's words redacted; `emit`
-        hands the partial report on."""
-        result = _redacted(result, self.secrets)
-        statistical, conclusive_p = self.config.statistical_gates, self.config.conclusive_p_value
-        if awaits_confirmation(result, statistical, conclusive_p):
-            result = dataclasses.replace(result, reason=AWAITING)  # not final yet (verify.run.phases.chance)
-        else:
-            if why := conclusive_reason(result, statistical, conclusive_p):
-                result = dataclasses.replace(result, reason=why)
-            if key:
-                self.cache.put(key, result)
+        """Record a verdict (cached under `key` when given, if the policy calls it final), its children's words
+        redacted; `emit` hands the partial report on."""
+        result, is_final = self.policy.recorded(_redacted(result, self.secrets))
+        if key and is_final:
+            self.cache.put(key, result)
         self.results[result.name] = result
         if emit:
             self.on_report(self.report())

@@ -1,21 +1,19 @@
 """A mutation's verdict, from its first child to the report: the one place that shows the sequence.
 
-The rules, in the order they apply (`settle` runs steps 1 to 5 in this order, 3 and 4 in one batch of children,
-since neither needs the other's result to run; `void` is step 6):
+The steps, in the order they apply (`settle` runs steps 1 to 5 in this order, 3 and 4 in one batch of children,
+since neither needs the other's result to run; `void` is step 6). What each step's children establish, and which
+reds need them at all, the corroboration policy decides (`verify.run.phases.corroboration`); this module only
+runs the children it asks for, in order:
 
 1. judge: the first child's outcomes make the verdict when they are conclusive: a gate green, or red by its own
    check (`judge.verdict`). Evidence is only what a gate's check said.
 2. confirm: a crash, a named invariant, a hang or a gate that did not run is asked again in a fresh child (the
-   same budget and deadlines: a hang costs one more gate's deadline): what the harness suffers once is not
-   evidence (`judge.resolve`). A child that found the harness changed under its gates makes the mutant an error
-   at once, naming the change (`judge.tampered`): nothing its gates reported can be trusted.
-3. chance: a kill made by statistical gates alone is provisional until its killers fail again on an independent
-   gate seed (`chance`): a gate that fails by chance must not kill.
-4. flaky: every gate that turned a verdict red is re-run on the pristine tree (`flake_reruns` times: 3, 1 with
-   --first-kill); one red there is flaky and is left out of every verdict it touched (rejudged, never
-   cached): a flaky gate's red is no kill. A red that step 3 reproduced on the second seed is not re-run: it
-   was seen twice, which a gate failing at random with probability p does with probability p^2, below one red
-   and one green re-run (p(1 - p)) for every p < 1/2. A gate first red on the second seed is re-run after it.
+   same budget and deadlines: a hang costs one more gate's deadline). A child that found the harness changed
+   under its gates makes the mutant an error at once, naming the change (`judge.tampered`).
+3. second seed: a kill by statistical gates alone awaits its killers on an independent gate seed.
+4. flaky: the gates that turned a verdict red, but those the policy exempts, are re-run on the pristine tree
+   (`flake_reruns` times: 3, 1 with --first-kill); one red there is flaky and is left out of every verdict it
+   touched (rejudged, never cached). A gate first red on the second seed is re-run after it.
 5. past flaky: in first-kill mode, a survivor whose child stopped at a gate later found flaky was judged on the
    gates before it alone; it runs the gates it never reached.
 6. void: a mutant that changed the user's files gets no verdict at all (the tree guard names it).
@@ -26,19 +24,17 @@ A verdict is cached only once final (`RunState.add`). Knows children only throug
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Mapping, Sequence
 
 from verify.report.verdict import MutationResult, Status
 from verify.run.execution.jobs import Job, JobExecutor, JobResult
-from verify.run.phases.chance import chance_confirmations, chance_killers, conclusive_reds
 from verify.run.phases.checks import Progress, budget, flake_jobs, flaky_in
-from verify.run.phases.judge import AGAIN, needs_second_attempt, resolve, tampered, verdict, voided
+from verify.run.phases.corroboration import needs_second_attempt
+from verify.run.phases.judge import tampered, verdict, voided
 from verify.run.phases.order import pinned
 from verify.run.phases.state import Planned, RunState
-from verify.seeds import CONFIRM_SEED
 
-__all__ = ["settle", "unreproduced_red", "void"]
+__all__ = ["settle", "void"]
 
 
 def settle(run: RunState, ex: JobExecutor, planned: list[Planned], tree: str, progress: Progress) -> None:
@@ -72,7 +68,7 @@ def _job(run: RunState, item: Planned, gate_ids: tuple[str, ...], timeout_s: flo
 
 def _verdict_of_attempts(run: RunState, item: Planned, second: JobResult | None) -> MutationResult:
     assert item.first is not None
-    outcomes = resolve(item.first.outcomes, second.outcomes if second else None)
+    outcomes = run.policy.resolve(item.first.outcomes, second.outcomes if second else None)
     loaded = set(item.first.loaded) | set(second.loaded if second else ())
     duration = item.first.duration_s + (second.duration_s if second else 0.0)
     never = item.applied.file if item.applied.file not in loaded else ""
@@ -116,42 +112,41 @@ def _judge_and_confirm(run: RunState, ex: JobExecutor, planned: list[Planned], p
 
 
 def _confirm_kills(run: RunState, ex: JobExecutor, tree: str, progress: Progress) -> None:
-    """Steps 3 and 4 in one batch of children, since neither needs the other's result to run: the statistical
-    kills' second seed, and the flake check's pristine re-runs of every gate that turned a result red, but for
-    the killers the second seed is about to run again (a red it reproduces was seen twice; one it does not
-    reproduce turns no verdict red). A gate first red on the second seed is re-run in a batch of its own after.
+    """Steps 3 and 4 in one batch of children, since neither needs the other's result to run: the second seed
+    of every kill awaiting one, and the flake check's pristine re-runs of the reds the policy calls suspect
+    (`Policy.flake_suspects`). A gate first red on the second seed is re-run in a batch of its own after.
 
     The flake check re-runs a gate unless an earlier run's flake check on this tree already did, as many times
     (its finding is kept in the cache: a kill cached before its gate was found flaky must not come back as a
     kill on the next run). Then every result a flaky gate turned red is rejudged."""
-    chance_jobs, confirmed = chance_confirmations(run, functools.partial(_job, run))
-    statistical, conclusive_p = run.config.statistical_gates, run.config.conclusive_p_value
+    policy = run.policy
+    # The results the second seed runs again (keyed by their names), with the killers it must see red again.
+    awaiting = {name: killers for name, result in run.results.items() if (killers := policy.awaiting(result))}
+    seeded = [_second_seed_job(run, run.plans[name], run.results[name]) for name in awaiting if name in run.plans]
     reruns = run.config.flake_reruns_for(run.options.first_kill)
     known = run.cache.get_gate_checks(tree, reruns)
-    # The results the second seed runs again (keyed by their names), with the killers it must see red again.
-    awaiting = {job.key: set(chance_killers(run.results[job.key], statistical, conclusive_p)) for job in chance_jobs}
-    unchecked = unreproduced_red(run.results, _seen_enough(run, awaiting)) - set(known)
+    unchecked = policy.flake_suspects(run.results.values(), seed_to_come=True) - set(known)
     pristine = flake_jobs(run.config, run.baseline, unchecked, run.num_jobs, reruns)
-    seeded = {job.key for job in chance_jobs}
+    seeded_keys = {job.key for job in seeded}
 
     def done(result: JobResult) -> None:
-        if result.key in seeded:
-            progress.advance(f"{result.key} (on gate seed {CONFIRM_SEED})")
-            confirmed(result)
+        if result.key in seeded_keys:
+            progress.advance(f"{result.key} (on gate seed {policy.confirm_seed})")
+            _record_second_seed(run, result, awaiting[result.key])
         else:
             progress.advance(result.key.lstrip("_"))
 
-    if chance_jobs or pristine:
-        progress.phase("confirming kills" if chance_jobs else "flake check", len(chance_jobs) + len(pristine))
+    if seeded or pristine:
+        progress.phase("confirming kills" if seeded else "flake check", len(seeded) + len(pristine))
     # Longest first (a pristine slice may take longer than every second seed), so none finishes alone at the end.
     # A second seed's child stops at its first kill: its killers are what it is expected to take.
     expected = {job.key: run.baseline.duration_of(job.gate_ids) for job in pristine}
-    for job in chance_jobs:
-        expected[job.key] = run.baseline.duration_of(tuple(awaiting[job.key]))
-    batch = sorted([*chance_jobs, *pristine], key=lambda job: -expected[job.key])
-    results = [r for r in ex.run(batch, run.num_jobs, done) if r.key not in seeded]
+    for job in seeded:
+        expected[job.key] = run.baseline.duration_of(awaiting[job.key])
+    batch = sorted([*seeded, *pristine], key=lambda job: -expected[job.key])
+    results = [r for r in ex.run(batch, run.num_jobs, done) if r.key not in seeded_keys]
     # Red on the second seed alone (a gate the first child never reached, in first-kill mode): one run, checked now.
-    late = unreproduced_red(run.results, _seen_enough(run, {})) - set(known) - unchecked
+    late = policy.flake_suspects(run.results.values(), seed_to_come=False) - set(known) - unchecked
     if late:
         again = flake_jobs(run.config, run.baseline, late, run.num_jobs, reruns)
         progress.phase("flake check", len(again))
@@ -172,27 +167,22 @@ def _confirm_kills(run: RunState, ex: JobExecutor, tree: str, progress: Progress
     run.on_report(run.report())
 
 
-def _seen_enough(run: RunState, awaiting: Mapping[str, set[str]]) -> dict[str, set[str]]:
-    """Per result, the gates whose red needs no pristine re-run: the killers its second seed runs again
-    (`awaiting`), and the statistical reds conclusive by their own p-value (verify.run.phases.chance)."""
-    statistical, conclusive_p = run.config.statistical_gates, run.config.conclusive_p_value
-    seen = {name: set(gates) for name, gates in awaiting.items()}
-    for name, result in run.results.items():
-        if conclusive := conclusive_reds(result, statistical, conclusive_p):
-            seen.setdefault(name, set()).update(conclusive)
-    return seen
+def _second_seed_job(run: RunState, plan: Planned, result: MutationResult) -> Job:
+    """The child that runs an awaiting kill's gates again on the policy's independent gate seed (the seed
+    travels as job data, so fork and Ray confirm alike)."""
+    gate_ids = run.policy.second_seed_gates(result, plan.gate_ids)
+    job = _job(run, plan, gate_ids, budget(run.config, run.baseline, gate_ids))
+    return dataclasses.replace(job, gate_seed=run.policy.confirm_seed)
 
 
-def unreproduced_red(results: Mapping[str, MutationResult], awaiting: Mapping[str, set[str]]) -> set[str]:
-    """The gates red in some result other than by a red the second seed reproduced (step 3) or that needs no
-    re-run (`awaiting`: result name -> the killers its second seed runs, and its reds conclusive by their
-    p-value): what the flake check re-runs."""
-    return {
-        o.gate_id
-        for name, result in results.items()
-        for o in result.outcomes
-        if o.outcome.is_red and not o.message.startswith(AGAIN) and o.gate_id not in awaiting.get(name, ())
-    }
+def _record_second_seed(run: RunState, again: JobResult, killers: tuple[str, ...]) -> None:
+    """The verdict once an awaiting kill's killers ran on the second seed, recorded (and cached once final)."""
+    first = run.results[again.key]
+    outcomes = run.policy.reseeded(first.outcomes, killers, again.outcomes)
+    ran = tuple(dict.fromkeys((*first.ran, *(o.gate_id for o in again.outcomes))))
+    duration, attempts = first.duration_s + again.duration_s, first.attempts + 1
+    result = verdict(first.name, outcomes, ran, duration, attempts, frozenset(run.flaky))
+    run.add(tampered(result, again.tampered) if again.tampered else result, run.plans[again.key].key)
 
 
 def _red(run: RunState) -> set[str]:
@@ -234,7 +224,7 @@ def _past_flaky(run: RunState, ex: JobExecutor, progress: Progress) -> None:
     second = {r.key: r for r in ex.run(again, num_jobs)} if again else {}
     for name, job in first.items():
         old = run.results[name]
-        later = resolve(job.outcomes, second[name].outcomes if name in second else None)
+        later = run.policy.resolve(job.outcomes, second[name].outcomes if name in second else None)
         outcomes = old.outcomes + later
         duration = old.duration_s + job.duration_s + (second[name].duration_s if name in second else 0.0)
         attempts = old.attempts + 1 + (name in second)
