@@ -9,6 +9,7 @@ terminal reports and the cache). Whether a verdict is final, and so may be cache
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,6 +24,8 @@ from verify.run.phases.corroboration import Policy
 from verify.run.sandbox.secrets import Secrets, known
 
 __all__ = ["Planned", "RunState"]
+
+_PARTIAL_PACE, _PARTIAL_MIN_S = 20.0, 0.25
 
 
 @dataclass
@@ -60,6 +63,10 @@ class RunState:
     plans: dict[str, Planned] = dataclasses.field(default_factory=dict)  # every mutation a gate reaches
     num_jobs: int = 1  # children at once, in every phase
     secrets: Secrets = dataclasses.field(default_factory=known)  # what the reports must never show
+    # The partial report's pace: building and writing it grows with the results, so one per verdict made a
+    # 1,000-mutation run quadratic. It is handed on when at least `_PARTIAL_PACE` times its last cost has passed
+    # (its cost at most ~5% of the run's time) and at least `_PARTIAL_MIN_S`; the run's end always hands one on.
+    _next_partial: float = 0.0
 
     @property
     def policy(self) -> Policy:
@@ -73,8 +80,11 @@ class RunState:
         if key and is_final:
             self.cache.put(key, result)
         self.results[result.name] = result
-        if emit:
+        if emit and time.monotonic() >= self._next_partial:
+            started = time.monotonic()
             self.on_report(self.report())
+            cost = time.monotonic() - started
+            self._next_partial = time.monotonic() + max(_PARTIAL_MIN_S, _PARTIAL_PACE * cost)
 
     def report(self) -> RunReport:
         names = [m.name for m in self.chosen if m.name in self.results]
