@@ -1,7 +1,7 @@
 """Mutations of DFlash2's additions: the candidate selector's walk, its q in rejection sampling, and the
 grouped dynamic causal convolution (runner/dflash2.py, runner/proposer.py)."""
 
-from verify.mutation import Mutation, register
+from verify import Mutation, register
 
 GATES = "tests/gates/test_gate_dflash2.py"
 

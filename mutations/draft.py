@@ -1,6 +1,6 @@
 """Mutations of the draft: its attention, its context and its inputs (runner/draft.py, runner/proposer.py)."""
 
-from verify.mutation import Mutation, register
+from verify import Mutation, register
 
 NUMERICS = "tests/gates/test_gate_numerics.py::test_draft_block_logits_match_dense_reference"
 SCALED = "tests/gates/test_gate_numerics.py::test_draft_logits_scaled_and_capped_as_configured"

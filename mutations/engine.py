@@ -1,7 +1,7 @@
 """Mutations of the engine's bookkeeping: the position invariant, row moves, commits and the trace
 (runner/engine.py, runner/engine_config.py, runner/batch.py, runner/request.py)."""
 
-from verify.mutation import Mutation, register
+from verify import Mutation, register
 
 register(
     Mutation(

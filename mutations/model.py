@@ -1,7 +1,7 @@
 """Mutations of the model maths and checkpoint loading (runner/layers.py, runner/target.py, runner/config.py,
 runner/config_read.py, runner/loader.py)."""
 
-from verify.mutation import Mutation, register
+from verify import Mutation, register
 
 TARGET = "tests/gates/test_gate_numerics.py::test_target_logits_match_dense_reference"
 

@@ -1,7 +1,7 @@
 """Mutations of the paged KV cache, the page allocator and the scheduler (runner/kv_cache.py,
 runner/block_manager.py, runner/scheduler.py)."""
 
-from verify.mutation import Mutation, register
+from verify import Mutation, register
 
 register(
     Mutation(

@@ -1,6 +1,6 @@
 """Mutations of acceptance and sampling (runner/sampling.py)."""
 
-from verify.mutation import Mutation, register
+from verify import Mutation, register
 
 RULE = "tests/gates/test_gate_sampling.py::test_acceptance_rule_accepts_with_probability_min_one_p_over_q"
 

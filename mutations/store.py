@@ -3,7 +3,7 @@ only its newest rows, rows that sit at the wrong positions, and rows of one requ
 stride fixture these are nearly invisible (its newest features already say the stride); the copy fixture's
 drafted blocks live far back in the store."""
 
-from verify.mutation import Mutation, register
+from verify import Mutation, register
 
 STORE_GATE = "tests/gates/test_gate_store_reads.py"
 

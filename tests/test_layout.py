@@ -7,6 +7,7 @@ ones under `if TYPE_CHECKING:`), so a lazy import inside a function counts like 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -211,3 +212,55 @@ def test_every_room_says_what_it_owns() -> None:
     for room in (*rooms, *(f"verify.run.{package}" for package in RUN_PACKAGES)):
         doc = ast.get_docstring(ast.parse(MODULES[room].read_text()))
         assert doc and len(doc) > 40, f"{room}/__init__.py must open with a docstring saying what the room owns"
+
+
+def _package_inits() -> list[Path]:
+    return sorted(path for module, path in MODULES.items() if path.name == "__init__.py")
+
+
+def _unmapped(init: Path) -> list[str]:
+    """The modules and sub-packages of `init`'s package that its docstring (the package's map) never names."""
+    doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+    package = init.parent
+    members = [p.stem for p in package.glob("*.py") if p.stem not in ("__init__", "__main__")]
+    members += [p.name for p in package.iterdir() if (p / "__init__.py").is_file()]
+    # named as a word of its own: `record`, (record), record.py, cluster/ all count; recorder does not name record
+    return sorted(name for name in members if not re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", doc))
+
+
+# verify/run/phases/ is being recut by noun on another branch (issue 53, item 1): its map is written there.
+_MAP_PENDING = {"verify.run.phases"}
+
+
+@pytest.mark.parametrize(
+    "init",
+    [
+        pytest.param(path, marks=pytest.mark.xfail(strict=True, reason="map written with the phases' recut"))
+        if _module_name(path) in _MAP_PENDING
+        else path
+        for path in _package_inits()
+    ],
+    ids=lambda path: _module_name(path),
+)
+def test_every_package_maps_its_modules(init: Path) -> None:
+    missing = _unmapped(init)
+    assert not missing, (
+        f"{_module_name(init)}/__init__.py's docstring names no {', '.join(missing)}: add each to its map"
+    )
+
+
+def test_the_map_check_sees_a_missing_module(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text('"""The map: `recorder` (what it records)."""\n')
+    (package / "recorder.py").write_text("")
+    (package / "record.py").write_text("")
+    assert _unmapped(package / "__init__.py") == ["record"]
+
+
+def test_the_layout_page_names_every_package() -> None:
+    page = (ROOT / "docs" / "reference" / "layout.md").read_text()
+    missing = [
+        name for name in (_module_name(init).replace(".", "/") + "/" for init in _package_inits()) if name not in page
+    ]
+    assert not missing, f"docs/reference/layout.md never mentions {', '.join(missing)}"

@@ -1,10 +1,9 @@
 """Bug-class templates: a user names a file and an anchor in their engine, a template derives the replacement
 and returns a `Mutation` ready to register.
 
-    from verify import templates
-    from verify.mutation import register
+    from verify import ratio_inverted, register
 
-    register(templates.ratio_inverted(file="myengine/accept.py", anchor="ratio = p[i, x] / q[i, x]"))
+    register(ratio_inverted(file="myengine/accept.py", anchor="ratio = p[i, x] / q[i, x]"))
 
 Each template reads the anchor as Python (whole statements, a block header such as `if x:`, or a continuation line
 of arguments such as `position_ids=positions,`), finds the one construct its bug class changes and rewrites only

@@ -4,7 +4,7 @@ repository page or in an editor sees them, and so they cannot drift.
 A part sits between the marker lines `<!-- generated: NAME -->` and `<!-- end generated: NAME -->`: `cli` (every
 command's `--help`, from the typer app), `config-keys` (the `[tool.dflash]` keys from `ProjectConfig`'s field
 definitions and their `metadata["doc"]`), `catalog` (the embedded mutation catalog from its registry) and
-`templates` (the bug-class templates of verify.templates, with the gate kit check that kills each).
+`templates` (the bug-class templates `verify` exports, with the gate kit check that kills each).
 `python docs/hooks/reference.py` (`make reference`) rewrites every part of every page from the code;
 `tests/docs/test_reference.py` fails when a committed part differs from what the code generates. As an mkdocs
 hook it fills the parts again at build time. Knows nothing of the site's theme; imports the CLI and the
@@ -115,7 +115,7 @@ def templates() -> str:
 
     rows = ["| template | bug class | anchor -> replacement | killed by |", "| --- | --- | --- | --- |"]
     for name, template in TEMPLATES.items():
-        call = f"`templates.{name.replace('-', '_')}(file, anchor)`"
+        call = f"`{name.replace('-', '_')}(file, anchor)`"
         change = f"`{_cell(template.example_anchor)}` -> `{_cell(template.example_replacement)}`"
         rows.append(f"| {call} | {_cell(template.bug_class)} | {change} | {_cell(template.killed_by)} |")
     return "\n".join(rows) + "\n"

@@ -1,20 +1,29 @@
 """This engine's mutations: the bug classes of a speculative decoder, most made from dflash-verify's templates
-(verify.templates) with an anchor copied from the source. `dflash mutations show NAME` prints each diff."""
+(imported from verify) with an anchor copied from the source. `dflash mutations show NAME` prints each diff."""
 
-from verify import templates
-from verify.mutation import Mutation, register
+from verify import (
+    Mutation,
+    acceptance_past_first_mismatch,
+    bonus_off_by_one,
+    cache_crop_off_by_one,
+    cache_write_shifted,
+    position_offset,
+    ratio_inverted,
+    register,
+    residual_not_subtracting_draft,
+)
 
 ACCEPT = "lookupspec/accept.py"
 MODEL = "lookupspec/model.py"
 
 register(
-    templates.ratio_inverted(ACCEPT, "ratio = p[i, x] / q[i, x]"),
-    templates.residual_not_subtracting_draft(ACCEPT, "residual = (p[i] - q[i]).clamp(min=0)"),
-    templates.bonus_off_by_one(ACCEPT, "return n, int(torch.multinomial(p[n], 1, generator=generator))"),
-    templates.acceptance_past_first_mismatch("lookupspec/greedy.py", "if d != t:\n            break"),
-    templates.cache_crop_off_by_one("lookupspec/engine.py", "cache.crop(len(tokens) + accepted)"),
-    templates.cache_write_shifted(MODEL, "self.keys[self.length : end] = keys"),
-    templates.position_offset(MODEL, "positions = (torch.arange(width)[None] - pads[:, None]).clamp(min=0)"),
+    ratio_inverted(ACCEPT, "ratio = p[i, x] / q[i, x]"),
+    residual_not_subtracting_draft(ACCEPT, "residual = (p[i] - q[i]).clamp(min=0)"),
+    bonus_off_by_one(ACCEPT, "return n, int(torch.multinomial(p[n], 1, generator=generator))"),
+    acceptance_past_first_mismatch("lookupspec/greedy.py", "if d != t:\n            break"),
+    cache_crop_off_by_one("lookupspec/engine.py", "cache.crop(len(tokens) + accepted)"),
+    cache_write_shifted(MODEL, "self.keys[self.length : end] = keys"),
+    position_offset(MODEL, "positions = (torch.arange(width)[None] - pads[:, None]).clamp(min=0)"),
     # Not a template: the drafter looks one token back. Every output stays right (the verify corrects it);
     # only the drafted blocks and the acceptance rate change.
     Mutation(

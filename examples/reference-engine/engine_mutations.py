@@ -4,7 +4,7 @@ engine this project owns (src/refengine/engine.py). `dflash verify` checks that 
 Each record names the exact source it replaces (the anchor must occur exactly once in the file).
 """
 
-from verify.mutation import Mutation, register
+from verify import Mutation, register
 
 ENGINE = "src/refengine/engine.py"
 DRAFTS = "tests/test_gates.py::test_drafts_and_acceptance_equal_the_reference"

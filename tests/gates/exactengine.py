@@ -30,10 +30,9 @@ import torch
 from dense_reference import Checkpoint, filtered_probs, target_forward
 
 from runner import Engine, EngineConfig, SamplingParams
+from verify import FitResult, law_power, pearson_fit, sequence_counts
 from verify.fixtures.synthetic import PairSpec, write_pair
-from verify.gatekit.rule import law_power
-from verify.gatekit.sampling import cell_tokens, sequence_counts
-from verify.gatekit.stats import FitResult, pearson_fit
+from verify.gatekit.sampling import cell_tokens
 
 VOCAB = 8
 NUM_TOKENS = 3

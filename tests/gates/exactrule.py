@@ -25,8 +25,17 @@ from dense_reference import filtered_probs
 import runner.dflash2
 import runner.engine
 import runner.proposer
-from verify.gatekit.rule import RuleFit, law_power, normalise, rule_counts, speculative_law, spread
-from verify.gatekit.stats import FitResult, case_level, pearson_fit
+from verify import (
+    FitResult,
+    RuleFit,
+    case_level,
+    law_power,
+    normalise,
+    pearson_fit,
+    rule_counts,
+    speculative_law,
+    spread,
+)
 
 Rule = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 ProbsFn = Callable[..., torch.Tensor]

@@ -29,7 +29,8 @@ from exactrule import RulePipeline, case_inputs, case_power, normalise, speculat
 from test_gate_exact_engine import BATCHED, ENGINE_DRAWS, ENGINE_TV, MIXED, MIXED_DRAWS, MIXED_TV
 from test_gate_exact_rule import RULE_GATES
 
-from verify.gatekit.stats import ALPHA_GATE, case_level, chi2_isf, pooling
+from verify import ALPHA_GATE, case_level
+from verify.gatekit.stats import chi2_isf, pooling
 
 NULL_REPS = 200_000  # a rate of 5e-4 is counted 100 times: its standard error is about 5e-5
 POWER_REPS = 2_000  # a detection probability of 0.99 has a standard error of 0.0022

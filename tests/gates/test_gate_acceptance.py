@@ -9,7 +9,7 @@ import statistics
 import pytest
 from gatekit import greedy, make_engine
 
-from verify.gatekit import assert_speculative_equals_plain
+from verify import assert_speculative_equals_plain
 
 pytestmark = pytest.mark.gate
 

@@ -16,7 +16,7 @@ from dense_reference import Checkpoint, draft_block_logits, filtered_probs, targ
 from gatekit import FIXTURE, make_engine, rejection_calls
 
 from runner import SamplingParams
-from verify.seeds import reseed
+from verify import reseed
 
 pytestmark = pytest.mark.gate
 

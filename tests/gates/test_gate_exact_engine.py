@@ -24,8 +24,7 @@ import dataclasses
 import pytest
 from exactengine import PROMPTS, Setting, describe, engine_fit, greedy_continuation, mixed_counts, setting_law
 
-from verify.gatekit.stats import case_level, pearson_fit
-from verify.seeds import reseed
+from verify import case_level, pearson_fit, reseed
 
 pytestmark = pytest.mark.gate
 

@@ -19,7 +19,7 @@ import pytest
 from exactcases import DFLASH2_CASES, DFLASH_CASES, RULE_DRAWS
 from exactrule import rule_fits
 
-from verify.seeds import reseed
+from verify import reseed
 
 pytestmark = pytest.mark.gate
 

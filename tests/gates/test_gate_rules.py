@@ -17,8 +17,7 @@ from runner.block_manager import BlockAllocator
 from runner.request import Request
 from runner.sampling import greedy_accept, rejection_accept, sampling_probs
 from runner.scheduler import Scheduler
-from verify.gatekit.stats import proportion_p_value
-from verify.seeds import reseed
+from verify import proportion_p_value, reseed
 
 pytestmark = pytest.mark.gate
 

@@ -11,8 +11,7 @@ from gatekit import assert_same_drafts, greedy, make_engine
 
 from runner import SamplingParams
 from runner.sampling import rejection_accept
-from verify.gatekit.stats import proportion_p_value
-from verify.seeds import reseed
+from verify import proportion_p_value, reseed
 
 pytestmark = pytest.mark.gate
 

@@ -64,12 +64,20 @@ def test_kit_gates_are_statistical(tmp_path) -> None:
         "tests/test_helper.py": "from verify.gatekit import output_fit as fit\n\n\n"
                                 "def check():\n    fit(None, None)\n\n\ndef test_uses_helper():\n    check()\n",
         "tests/test_plain.py": "def test_plain():\n    assert True\n",
+        # the public import point, as the docs show it, and the package imported whole
+        "tests/test_public.py": "from verify import assert_stop_law as law, reseed\n\n\n"
+                                "def test_stop():\n    law(None, reseed(0))\n\n\ndef test_seed():\n    reseed(0)\n",
+        "tests/test_package.py": "import verify\n\n\ndef test_first():\n    verify.assert_first_token_law(None)\n\n\n"
+                                 "def test_exact():\n    verify.assert_batch_equals_solo(None)\n",
     })  # fmt: skip
-    files = ["tests/test_helper.py", "tests/test_kit.py", "tests/test_law.py", "tests/test_plain.py"]
+    files = ["tests/test_helper.py", "tests/test_kit.py", "tests/test_law.py", "tests/test_package.py",
+             "tests/test_plain.py", "tests/test_public.py"]  # fmt: skip
     assert statistical_gates(root, files) == (
         "tests/test_helper.py",  # a helper calls the kit: the whole file
         "tests/test_kit.py::TestRule::test_rule",
         "tests/test_law.py::test_law",  # the exact comparison beside it is not statistical
+        "tests/test_package.py::test_first",
+        "tests/test_public.py::test_stop",
     )
 
 

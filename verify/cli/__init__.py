@@ -4,6 +4,11 @@ Start-up stays light: this package and every command module import only typer an
 module level; torch, the runner, pytest, coverage, mutmut and rich are imported inside the command that needs
 them, so `dflash --help` and every `--help` answer at once (tests/cli/test_startup.py holds this). A new
 command group is one module exposing a typer app or a function, registered below.
+
+The map: `verify` (`dflash verify` and `verify merge`), `show` (`verify show`), `explain` (`verify explain`,
+`sweep explain`), `reporting` (what the verify commands share once they hold a report: files, rendering, exit
+codes), `mutations` (`dflash mutations`), `init` (`dflash init`), `generate` (`dflash generate`), `fixtures`
+(`dflash fixtures`), `sweep` (`dflash sweep`).
 """
 
 from __future__ import annotations

@@ -1,17 +1,20 @@
 """What every `dflash verify` command does after it has a report: write the files, render, pick the exit code.
 
-Shared options and exit codes of `verify`, `verify merge` and `verify show`. Imports only typer and the
+Shared options and exit codes of `verify`, `verify merge` and `verify show`; their report options come from the
+registry of report formats (verify.report.formats), one option a format. Imports only typer and the
 standard library at module level; the renderers load when a report is there to render.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import subprocess
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -19,28 +22,11 @@ if TYPE_CHECKING:
     from verify.report.files import Detail, RunInfo
     from verify.report.verdict import RunReport
 
+R = TypeVar("R")
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_HARNESS, EXIT_ERROR = 0, 1, 2, 3, 4
 EXIT_SIGNAL = {"SIGINT": 130, "SIGTERM": 143}
 LAST_REPORT = Path(".dflash-cache") / "last-report.json"  # relative to the project root
-
-JsonOption = Annotated[Path | None, typer.Option("--json", help="Write the JSON report (dflash-verify/1) here.")]
-JunitOption = Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here (one testcase a mutation).")]
-HtmlOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--html",
-        help="Write the HTML report here: one offline page, the source with each mutant inline (Stryker's "
-        "viewer), the gates, the mutation x gate matrix.",
-    ),
-]
-StrykerOption = Annotated[
-    Path | None, typer.Option("--stryker", help="Write a Stryker mutation-testing-elements JSON report here.")
-]
-CodequalityOption = Annotated[
-    Path | None,
-    typer.Option("--codequality", help="Write GitLab's code-quality JSON here: each survivor on its mutated line."),
-]
-
 
 ANNOTATION_FORMATS = ("github",)  # GitLab reads a file instead: --codequality
 
@@ -82,14 +68,60 @@ ByOption = Annotated[
 
 @dataclass(frozen=True, slots=True)
 class Outputs:
-    """The reports a command was asked for: files to write (None: not asked) and annotations to print."""
+    """The reports a command was asked for: a path per file format (verify.report.formats, in registration order;
+    a format not asked for is absent) and the review annotations to print."""
 
-    json: Path | None = None
-    junit: Path | None = None
-    html: Path | None = None
-    stryker: Path | None = None
-    codequality: Path | None = None
+    files: Mapping[str, Path] = field(default_factory=dict)
     annotations: str | None = None  # one of ANNOTATION_FORMATS
+
+    @property
+    def paths(self) -> tuple[Path, ...]:
+        return tuple(self.files.values())
+
+
+NO_OUTPUTS = Outputs()  # the placeholder default of a command's `outputs`; report_options replaces it
+
+
+def report_options(*, rereading: bool = False) -> Callable[[Callable[..., R]], Callable[..., R]]:
+    """Give a command one `--NAME PATH` option per registered report format, and --annotations, in place of its
+    `outputs: Outputs` parameter, which it then receives filled. `rereading`: the command reads a report
+    (`verify show`), so it leaves out the format it reads."""
+    from verify.report.formats import file_formats  # the registry alone: no writer loads here
+
+    formats = file_formats(rereading=rereading)
+    added = [
+        inspect.Parameter(
+            fmt.name,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            default=None,
+            annotation=Annotated[Path | None, typer.Option(fmt.option, help=fmt.help)],
+        )
+        for fmt in formats
+    ]
+    added.append(
+        inspect.Parameter(
+            "annotations", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=AnnotationsOption
+        )
+    )
+
+    def decorate(command: Callable[..., R]) -> Callable[..., R]:
+        signature = inspect.signature(command, eval_str=True)
+        if "outputs" not in signature.parameters:
+            raise TypeError(f"{command.__name__} takes no `outputs` parameter to put the report options in")
+        parameters = [p for name, p in signature.parameters.items() for p in (added if name == "outputs" else [p])]
+
+        @functools.wraps(command)
+        def with_outputs(*args: Any, **kwargs: Any) -> R:
+            paths = {fmt.name: kwargs.pop(fmt.name, None) for fmt in formats}
+            files = {name: Path(path) for name, path in paths.items() if path is not None}
+            outputs = Outputs(files, kwargs.pop("annotations", None))
+            return command(*args, outputs=outputs, **kwargs)
+
+        with_outputs.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+        with_outputs.__annotations__ = {p.name: p.annotation for p in parameters}
+        return with_outputs
+
+    return decorate
 
 
 def tool_version() -> str:
@@ -140,28 +172,16 @@ def repository_prefix(root: Path) -> str:
 def write_reports(
     report: RunReport, details: Mapping[str, Detail], root: Path, info: RunInfo, outputs: Outputs
 ) -> list[str]:
-    """Write each report file asked for; return the paths written."""
-    from verify.report.annotations import write_codequality
-    from verify.report.files import write_json
-    from verify.report.html import write_html
-    from verify.report.junit import write_junit
-    from verify.report.stryker import to_stryker, write_stryker
+    """Write each report file asked for, by its registered format's writer; return the paths written."""
+    if not outputs.files:
+        return []
+    from verify.report.files import ReportInputs
+    from verify.report.formats import FORMATS
 
-    written = []
-    for path, write in (
-        (outputs.json, lambda p: write_json(report, p, details, info)),
-        (outputs.junit, lambda p: write_junit(report, p, details, info)),
-        (outputs.html, lambda p: write_html(report, p, details, info, root=root)),
-        (outputs.stryker, lambda p: write_stryker(report, p, details, root, info)),
-        (
-            outputs.codequality,
-            lambda p: write_codequality(to_stryker(report, details, root, info), p, repository_prefix(root)),
-        ),
-    ):
-        if path is not None:
-            write(path)
-            written.append(str(path))
-    return written
+    inputs = ReportInputs(report, details, root, info, repository_prefix(root))
+    for name, path in outputs.files.items():
+        FORMATS[name].write(inputs, path)
+    return [str(path) for path in outputs.files.values()]
 
 
 def print_annotations(

@@ -13,20 +13,18 @@ from verify.cli.reporting import (
     EXIT_OK,
     EXIT_USAGE,
     LAST_REPORT,
-    AnnotationsOption,
+    NO_OUTPUTS,
     ByOption,
-    CodequalityOption,
-    HtmlOption,
-    JunitOption,
     Outputs,
-    StrykerOption,
     print_annotations,
+    report_options,
     write_reports,
 )
 
 __all__ = ["show"]
 
 
+@report_options(rereading=True)
 def show(
     report_path: Annotated[
         Path | None,
@@ -44,11 +42,7 @@ def show(
         bool, typer.Option("--survivors/--no-survivors", help="List what no gate caught, with diffs.")
     ] = True,
     vacuous: Annotated[bool, typer.Option("--vacuous", help="List the gates no mutation turned red.")] = False,
-    html: HtmlOption = None,
-    junit: JunitOption = None,
-    stryker: StrykerOption = None,
-    codequality: CodequalityOption = None,
-    annotations: AnnotationsOption = None,
+    outputs: Outputs = NO_OUTPUTS,  # one option a report format but --json, and --annotations (report_options)
     by: ByOption = "file",
     project: ProjectOption = Path("."),
 ) -> None:
@@ -91,7 +85,6 @@ def show(
         render_error(str(error))
         raise typer.Exit(EXIT_USAGE) from None
     verdict = judge(report, info.fail_under)
-    outputs = Outputs(junit=junit, html=html, stryker=stryker, codequality=codequality, annotations=annotations)
     written = write_reports(report, details, Path(project), info, outputs)
     print_annotations(report, details, Path(project), info, outputs)
     if mutation is not None:

@@ -23,17 +23,13 @@ from verify.cli.reporting import (
     EXIT_HARNESS,
     EXIT_SIGNAL,
     EXIT_USAGE,
-    AnnotationsOption,
+    NO_OUTPUTS,
     ByOption,
-    CodequalityOption,
     FailUnderOption,
-    HtmlOption,
-    JsonOption,
-    JunitOption,
     Outputs,
-    StrykerOption,
     finish,
     project_commit,
+    report_options,
     save_last_report,
 )
 from verify.cli.show import show
@@ -73,6 +69,7 @@ verify_app.command("explain")(explain_mutation)
 
 
 @verify_app.callback(invoke_without_command=True)
+@report_options()
 def verify(
     ctx: typer.Context,
     jobs: Annotated[
@@ -96,12 +93,7 @@ def verify(
     shard: Annotated[
         str | None, typer.Option("--shard", metavar="K/N", help="Run slice K of N of the sorted mutations.")
     ] = None,
-    json: JsonOption = None,
-    junit: JunitOption = None,
-    html: HtmlOption = None,
-    stryker: StrykerOption = None,
-    codequality: CodequalityOption = None,
-    annotations: AnnotationsOption = None,
+    outputs: Outputs = NO_OUTPUTS,  # one option a report format, and --annotations (report_options)
     fail_under: FailUnderOption = 0.0,
     mutation: Annotated[
         list[str] | None, typer.Option("--mutation", "-m", metavar="NAME", help="Only this mutation (repeatable).")
@@ -185,14 +177,14 @@ def verify(
             use_cache=not no_cache,
             first_kill=first_kill,
             ray_address=ray_address,
-            outputs=tuple(path for path in (json, junit, html, stryker, codequality) if path is not None),
+            outputs=outputs.paths,
         )
 
         def partial(report: RunReport) -> None:
             # Written as results arrive, so an interrupted run leaves what it finished behind.
             if not no_cache:
                 save_last_report(report, None, config.root)
-            if json is not None:
+            if (json := outputs.files.get("json")) is not None:
                 write_json(report, json)
 
         # Stale anchors are said before the baseline, not found at the end of a long run (they get no job).
@@ -238,7 +230,6 @@ def verify(
         "device": config.device,
         "count": config.count,
     }
-    outputs = Outputs(json, junit, html, stryker, codequality, annotations)
     code = finish(
         report, details, config.root, fail_under, started, settings, outputs, by, save_last=not no_cache, commit=commit
     )
@@ -262,14 +253,10 @@ def _explained(
 
 
 @verify_app.command("merge")
+@report_options()
 def merge_reports(
     files: Annotated[list[Path], typer.Argument(help="The shard reports, written with --json.")],
-    json: JsonOption = None,
-    junit: JunitOption = None,
-    html: HtmlOption = None,
-    stryker: StrykerOption = None,
-    codequality: CodequalityOption = None,
-    annotations: AnnotationsOption = None,
+    outputs: Outputs = NO_OUTPUTS,  # one option a report format, and --annotations (report_options)
     fail_under: FailUnderOption = 0.0,
     allow_partial: Annotated[
         bool, typer.Option("--allow-partial", help="Merge even when a shard is missing or was interrupted.")
@@ -297,6 +284,5 @@ def merge_reports(
         render_error(str(error))
         raise typer.Exit(EXIT_USAGE) from None
     settings = {"merged": [str(f) for f in files], "allow_partial": allow_partial, "fail_under": fail_under}
-    outputs = Outputs(json, junit, html, stryker, codequality, annotations)
     code = finish(report, details, project, fail_under, started, settings, outputs, by)
     raise typer.Exit(code)

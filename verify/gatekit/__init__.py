@@ -9,7 +9,7 @@
 - adapters.py: one-line wrappers for the rules engines write (global generator, log space, batched, one step of
   a generation loop, numpy) into the kit's rule(p, q, drafted, generator).
 
-Every draw follows the run's gate seed (`verify.seeds.reseed` of the `seed=`/`first_seed=` given, 0 by
+Every draw follows the run's gate seed (`verify.reseed` of the `seed=`/`first_seed=` given, 0 by
 default): the numbers written under plain pytest, independent ones on the stream a statistical kill is
 confirmed on.
 

@@ -47,7 +47,7 @@ def catalog_text(proposals: Sequence[Proposal], roots: Sequence[str]) -> str:
         "must catch, delete the others, or move them to a catalog of your own: this file is replaced on the next",
         'run of the command."""',
         "",
-        "from verify.mutation import Mutation, register",
+        "from verify import Mutation, register",
         "",
         "register(",
     ]

@@ -21,9 +21,12 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["Finding", "findings", "github_annotations", "to_codequality", "write_codequality"]
+if TYPE_CHECKING:
+    from verify.report.files import ReportInputs
+
+__all__ = ["Finding", "findings", "github_annotations", "to_codequality", "write_codequality", "write_report"]
 
 # Stryker status -> (annotation level, Code Climate severity). Killed and Ignored are not findings.
 _LEVELS = {
@@ -125,3 +128,12 @@ def to_codequality(stryker: Mapping[str, Any], path_prefix: str = "") -> list[di
 
 def write_codequality(stryker: Mapping[str, Any], path: Path, path_prefix: str = "") -> None:
     Path(path).write_text(json.dumps(to_codequality(stryker, path_prefix), indent=2) + "\n")
+
+
+def write_report(inputs: ReportInputs, path: Path) -> None:
+    """The `--codequality` format's writer."""
+    from verify.report.stryker import to_stryker
+
+    write_codequality(
+        to_stryker(inputs.report, inputs.details, inputs.root, inputs.info), path, inputs.repository_prefix
+    )

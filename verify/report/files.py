@@ -39,6 +39,8 @@ from verify.report.summary import judge
 from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, RunReport, Status
 
 __all__ = [
+    "ReportInputs",
+    "write_report",
     "SCHEMA", "Detail", "MergeError", "RunInfo", "Table", "merge", "read_json", "read_report", "to_json", "write_json",
 ]  # fmt: skip
 
@@ -77,6 +79,18 @@ class RunInfo:
     wall_s: float | None = None
     fail_under: float = 0.0
     title: str = "dflash verify"  # the command that made the report, as a page's heading names it
+
+
+@dataclass(frozen=True, slots=True)
+class ReportInputs:
+    """What every report format's writer gets (verify.report.formats): the report, its mutations' details, where
+    the sources are, and how the report came to be."""
+
+    report: RunReport
+    details: Mapping[str, Detail]
+    root: Path  # the project's folder: writers that show source read it from here
+    info: RunInfo
+    repository_prefix: str = ""  # the project's folder inside its git repository, for files named from its top
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +174,11 @@ def write_json(
     report: RunReport, path: Path, details: Mapping[str, Detail] | None = None, info: RunInfo | None = None
 ) -> None:
     Path(path).write_text(json.dumps(to_json(report, details, info), indent=2) + "\n")
+
+
+def write_report(inputs: ReportInputs, path: Path) -> None:
+    """The `--json` format's writer."""
+    write_json(inputs.report, path, inputs.details, inputs.info)
 
 
 def read_report(path: Path) -> tuple[RunReport, dict[str, Detail], RunInfo]:

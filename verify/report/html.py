@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from verify.report.files import Detail, RunInfo, Table
+from verify.report.files import Detail, ReportInputs, RunInfo, Table
 from verify.report.html_assets import BOOT, STYLE
 from verify.report.matrix import LEGEND, SYMBOL_STYLE, build_matrix
 from verify.report.stryker import STRYKER_STATUS, to_stryker
@@ -34,7 +34,7 @@ from verify.report.summary import DECLARED, format_score, judge, status_label, s
 from verify.report.verdict import MutationResult, RunReport
 from verify.report.viewer import load_viewer
 
-__all__ = ["FIRST_KILL_NOTE", "render_html", "script_json", "viewer_note", "write_html"]
+__all__ = ["FIRST_KILL_NOTE", "render_html", "script_json", "viewer_note", "write_html", "write_report"]
 
 
 _CSS_SYMBOL = {"-": "dash", ".": "dot"}
@@ -270,3 +270,8 @@ def write_html(
     root: Path | None = None,
 ) -> None:
     Path(path).write_text(render_html(report, details, info, tables, root), encoding="utf-8")
+
+
+def write_report(inputs: ReportInputs, path: Path) -> None:
+    """The `--html` format's writer."""
+    write_html(inputs.report, path, inputs.details, inputs.info, root=inputs.root)

@@ -12,11 +12,11 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from pathlib import Path
 
-from verify.report.files import Detail, RunInfo
+from verify.report.files import Detail, ReportInputs, RunInfo
 from verify.report.summary import DECLARED, judge, status_label, status_reason
 from verify.report.verdict import RunReport
 
-__all__ = ["write_junit"]
+__all__ = ["write_junit", "write_report"]
 
 _FAILURE = ("survived", "crashed", "timeout")
 _ERROR = ("stale", "error")
@@ -63,3 +63,8 @@ def write_junit(
             ET.SubElement(case, "system-out").text = f"{status}{killers}{cached}"
     ET.indent(suite)
     ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
+
+
+def write_report(inputs: ReportInputs, path: Path) -> None:
+    """The `--junit` format's writer."""
+    write_junit(inputs.report, path, inputs.details, inputs.info)

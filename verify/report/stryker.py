@@ -27,11 +27,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from verify.report.files import Detail, RunInfo
+from verify.report.files import Detail, ReportInputs, RunInfo
 from verify.report.summary import judge, status_label, status_reason
 from verify.report.verdict import MutationResult, Outcome, RunReport
 
-__all__ = ["STRYKER_STATUS", "stryker_status", "to_stryker", "write_stryker"]
+__all__ = ["STRYKER_STATUS", "stryker_status", "to_stryker", "write_report", "write_stryker"]
 
 STRYKER_STATUS = {
     "killed": "Killed",
@@ -179,3 +179,8 @@ def write_stryker(
     report: RunReport, path: Path, details: Mapping[str, Detail], root: Path, info: RunInfo | None = None
 ) -> None:
     Path(path).write_text(json.dumps(to_stryker(report, details, root, info), indent=2) + "\n")
+
+
+def write_report(inputs: ReportInputs, path: Path) -> None:
+    """The `--stryker` format's writer."""
+    write_stryker(inputs.report, path, inputs.details, inputs.root, inputs.info)

@@ -18,7 +18,8 @@ from verify.run.apply import count_matches
 from verify.sweep.result import SweepMutant, SweepResult
 
 PROMOTABLE = frozenset({Status.SURVIVED})  # no-tests survivors included: their status is survived
-_IMPORT = re.compile(r"^from verify\.mutation import (.+)$", re.MULTILINE)
+# The public import (`from verify import ...`) or the record's own module, which older catalogs name.
+_IMPORT = re.compile(r"^from verify(?:\.mutation)? import (.+)$", re.MULTILINE)
 
 
 class PromoteError(ValueError):
@@ -79,12 +80,12 @@ def promote(root: Path, mutant: SweepMutant, name: str, catalog: Mapping[str, Mu
         text = target.read_text("utf-8")
         imported = {n.strip() for line in _IMPORT.findall(text) for n in line.split(",")}
         if not {"Mutation", "register"} <= imported:
-            raise PromoteError(f"{target} does not import Mutation and register from verify.mutation")
+            raise PromoteError(f"{target} does not import Mutation and register from verify")
         text = text.rstrip("\n") + "\n\n\n"
     else:
         text = (
             f'"""Registered mutations of {mutant.module}, promoted from `dflash sweep` survivors."""\n\n'
-            "from verify.mutation import Mutation, register\n\n\n"
+            "from verify import Mutation, register\n\n\n"
         )
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text + render(mutation, mutant.key), "utf-8")

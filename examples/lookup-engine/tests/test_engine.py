@@ -1,4 +1,4 @@
-"""The engine's tests. They call dflash-verify's gate kit (verify.gatekit) for the checks that need no
+"""The engine's tests. They call dflash-verify's gate kit (imported from verify) for the checks that need no
 reference: the acceptance rule's exact law, speculative = plain under greedy, batch = solo, and the first
 emitted token's law under sampling. Nothing here is marked: every test is a gate."""
 
@@ -8,7 +8,7 @@ import torch
 from lookupspec import KVCache, LookupEngine, NGramDrafter, TinyLM, plain_generate, score
 from lookupspec.accept import accept
 
-from verify.gatekit import (
+from verify import (
     assert_acceptance_rule_exact,
     assert_batch_equals_solo,
     assert_first_token_law,

@@ -51,7 +51,7 @@ class Observer:
     workloads = ("stride-dflash: greedy", "stride-dflash: stop token")
 
     def run(self, workload: str, emit: Any) -> None:
-        from verify.fixtures.api import load_fixture
+        from verify import load_fixture
 
         torch.manual_seed(0)
         pair = load_fixture("stride-dflash")

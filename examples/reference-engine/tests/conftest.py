@@ -19,7 +19,7 @@ _REFERENCE = os.environ.get("DFLASH_REFERENCE_PATH")
 if _REFERENCE and _REFERENCE not in sys.path:
     sys.path.insert(0, _REFERENCE)
 
-from verify.fixtures.api import FixturePair, load_fixture  # noqa: E402
+from verify import FixturePair, load_fixture  # noqa: E402
 
 torch.set_num_threads(1)
 

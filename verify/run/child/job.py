@@ -78,6 +78,7 @@ class JobPaths:
 # file -> whether it lies in the user's tree. Resolving every loaded module's path (torch alone brings a
 # thousand) took ~0.3 s per child, so the parent fills this once (`prime`) and every child inherits it.
 _INSIDE: dict[tuple[str, str], bool] = {}
+_HARNESS = __name__.partition(".")[0]  # "verify"
 
 
 @functools.cache
@@ -162,7 +163,15 @@ def isolate(config: ProjectConfig, job: Any, paths: JobPaths) -> Path:
     # prefix: that folder is theirs). Every other child only reads the caches, whatever the user's setting.
     sys.dont_write_bytecode = not (job.share_bytecode and sys.pycache_prefix is None)
     owned = set(config.top_level_names)
-    for name in [m for m in sys.modules if m.partition(".")[0] in owned or _inside(sys.modules[m], config.root)]:
+    # The harness's own package stays, as it does where it is installed: where it lives inside the project (this
+    # repository's embedded run), a fresh `import verify` could find a folder of the user's named `verify`
+    # first (tests/verify/, on sys.path from an outer pytest run) and make the public import a namespace.
+    purged = [
+        m
+        for m in sys.modules
+        if m.partition(".")[0] in owned or (m.partition(".")[0] != _HARNESS and _inside(sys.modules[m], config.root))
+    ]
+    for name in purged:
         del sys.modules[name]
     private = paths.project.resolve()
     real_paths = {str((config.root / rel).resolve()) for rel in config.import_paths} | {str(config.root)}

@@ -21,14 +21,15 @@ STATISTICAL_CHECKS = frozenset({
 
 
 def _kit_names(tree: ast.Module) -> set[str]:
-    """The local names bound to the kit's statistical checks (`from verify.gatekit import x as y` gives y), and
-    the module aliases of the kit itself (`from verify import gatekit`, `import verify.gatekit as kit`)."""
+    """The local names bound to the kit's statistical checks (`from verify import x as y`, the public import, or
+    `from verify.gatekit import x as y` give y), and the module aliases of the kit itself (`from verify import
+    gatekit`, `import verify.gatekit as kit`; `import verify` is read by the call's attribute name)."""
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("verify.gatekit"):
             names.update(a.asname or a.name for a in node.names if a.name in STATISTICAL_CHECKS)
         elif isinstance(node, ast.ImportFrom) and node.module == "verify":
-            names.update(a.asname or a.name for a in node.names if a.name == "gatekit")
+            names.update(a.asname or a.name for a in node.names if a.name == "gatekit" or a.name in STATISTICAL_CHECKS)
         elif isinstance(node, ast.Import):
             names.update(a.asname or a.name for a in node.names if a.name.startswith("verify.gatekit"))
     return names
@@ -53,7 +54,8 @@ def statistical_gates(root: Path, gate_files: Iterable[str]) -> tuple[str, ...]:
         except (OSError, SyntaxError, UnicodeDecodeError):
             continue
         names = _kit_names(tree)
-        if not names and "gatekit" not in (Path(root) / rel).read_text():
+        text = (Path(root) / rel).read_text()
+        if not names and "gatekit" not in text and not any(check in text for check in STATISTICAL_CHECKS):
             continue
         tests: list[str] = []
         helpers = False

@@ -137,7 +137,7 @@ class ProjectConfig:
     )  # fmt: skip
     statistical_gates: tuple[str, ...] = _key(
         (), "Gates that pass or fail by chance at a stated false-alarm rate (node ids or node-id prefixes, e.g. "
-        '`["tests/gates/test_law.py"]`). Each draws its seeds through `verify.seeds.reseed`; a mutant red only '
+        '`["tests/gates/test_law.py"]`). Each draws its seeds through `verify.reseed`; a mutant red only '
         "in these is run again on an independent seed (DFLASH_GATE_SEED), and its kill stands only if one is "
         "red again (docs/concepts/sampling-gates.md).",
     )  # fmt: skip

@@ -13,7 +13,7 @@ from refengine.engine import SpecEngine
 
 
 def make_adapter(pair) -> Callable[[object], Sequence[int]]:
-    """`pair` is a verify.fixtures.api.FixturePair; the adapter maps a DraftContext to the drafted ids."""
+    """`pair` is a verify.FixturePair; the adapter maps a DraftContext to the drafted ids."""
     engine = SpecEngine.from_folders(pair.target_dir, pair.draft_dir)
 
     def draft(context) -> Sequence[int]:
