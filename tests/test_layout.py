@@ -228,20 +228,7 @@ def _unmapped(init: Path) -> list[str]:
     return sorted(name for name in members if not re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", doc))
 
 
-# verify/run/phases/ is being recut by noun on another branch (issue 53, item 1): its map is written there.
-_MAP_PENDING = {"verify.run.phases"}
-
-
-@pytest.mark.parametrize(
-    "init",
-    [
-        pytest.param(path, marks=pytest.mark.xfail(strict=True, reason="map written with the phases' recut"))
-        if _module_name(path) in _MAP_PENDING
-        else path
-        for path in _package_inits()
-    ],
-    ids=lambda path: _module_name(path),
-)
+@pytest.mark.parametrize("init", _package_inits(), ids=lambda path: _module_name(path))
 def test_every_package_maps_its_modules(init: Path) -> None:
     missing = _unmapped(init)
     assert not missing, (
