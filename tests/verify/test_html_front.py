@@ -112,6 +112,9 @@ def test_each_survivors_explanation_is_in_dflashs_own_sections(survivors_page: P
         top = survivors_page.locator(f'#dflash-survivors .survivor:has(a[href="#m-{name}"])')
         assert details[name].divergence in top.inner_text()
         own = survivors_page.locator(f'[id="m-{name}"] ~ pre.explanation').first
+        # A mutation's section is laid out when near the screen (content-visibility): scrolled to, then a frame.
+        own.scroll_into_view_if_needed()
+        survivors_page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
         assert details[name].explanation.splitlines()[0] in own.inner_text()
 
 

@@ -128,6 +128,7 @@ def _section(report: RunReport, result: MutationResult, detail: Detail | None, i
     )
     head = "<tr><th>gate</th><th>outcome</th><th>time</th><th>message</th></tr>"
     return (
+        '<article class="mutation">'
         f'<h3 id="{_anchor(name)}">{_e(name)} &mdash; <span class="s-{_css(label)}">{_e(label)}</span>{cached}</h3>'
         f"<p>{_e(detail.file if detail else '')}: {_e(detail.bug_class if detail else '')}</p>"
         f"<p>Killed by: {_e(killers)}. {_e(status_reason(report, result))}</p>"
@@ -135,6 +136,7 @@ def _section(report: RunReport, result: MutationResult, detail: Detail | None, i
         + (f"<table>{head}{gates}</table>" if gates else "")
         + f"<pre>{_e(detail.diff if detail else '')}</pre>"
         + (f"<pre>{_e(detail.hint)}</pre>" if detail and detail.hint else "")
+        + "</article>"
     )
 
 
