@@ -40,6 +40,7 @@ import pytest
 from verify.run.apply import MutantFinder
 from verify.run.child import coverage, hotswap, streams
 from verify.run.child.job import (
+    QUIET_TRACEBACKS,
     UNCONFINED_EXIT,
     JobPaths,
     end_child,
@@ -289,7 +290,7 @@ def run_zygote(
     os.environ[GATE_SEED_ENV] = str(gate_seed)
     cov = coverage.start(private, config.source_roots)
     warm = _Warm(config, private, sock, finder, cov, paths.log, executor, load_scale, confined)
-    args = [*config.gates, *config.marker_args, "-p", "no:cacheprovider", "-q", *config.pytest_args]
+    args = [*config.gates, *config.marker_args, "-p", "no:cacheprovider", "-q", *config.pytest_args, *QUIET_TRACEBACKS]
     exit_code = int(pytest.main([*args, "--rootdir", str(private)], plugins=[warm]))
     if warm.job is not None and warm.recorder is not None:  # a job's child whose session ended another way
         write_result(warm.job[1], private, finder.loaded, warm.recorder, exit_code)
