@@ -7,8 +7,11 @@ the naive way (a fresh pytest process over a private copy with the mutation writ
 gates in the same order, stopping at the first failure with `-x`) against `--first-kill` at 1 and 2 workers,
 the naive verdicts checked equal to verify's.
 
-`BENCH_MUTATIONS=a,b` restricts the catalog (for trying the bench itself); `BENCH_VERIFY=first_kill,full,naive`
-picks the parts (default all three; the gates always run, they are every ratio's denominator). The docs quote
+Each run also gives a gate inside a mutant's child against the same gate under plain pytest (`gate_in_child`), and
+the `example` part does the same for examples/lookup-engine's gate-kit gates.
+
+`BENCH_MUTATIONS=a,b` restricts the catalog (for trying the bench itself); `BENCH_VERIFY=first_kill,full,naive,
+example` picks the parts (default all four; the gates always run, they are every ratio's denominator). The docs quote
 full runs only.
 """
 
@@ -30,7 +33,7 @@ _COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", ".cache", "mutants", "rep
 _DETECTED = {"killed", "caught", "crashed", "timeout"}
 
 
-VERIFY_PARTS = ("first_kill", "full", "naive")
+VERIFY_PARTS = ("first_kill", "full", "naive", "example")
 
 
 def _names() -> list[str]:
@@ -115,6 +118,76 @@ def floor_of(report_path: Path, gate_s: dict[str, float]) -> float:
     return floor_s(gate_s, fresh, int(info.settings.get("jobs") or 1))
 
 
+def gate_in_child(report_path: Path, gate_s: dict[str, float]) -> dict[str, float]:
+    """A gate inside a mutant's child against the same gate under plain pytest (issue 55: at most 1.1x): over
+    the gates that passed in some child (a red gate stops early or runs longer, so it is no like for like), each
+    gate's median time in the children over its plain time; the median of those ratios, and the sum of the
+    medians over the sum of the plain times (the slow gates weigh in)."""
+    from verify.report.files import read_report
+
+    report, _, _ = read_report(report_path)
+    in_child: dict[str, list[float]] = {}
+    for result in report.mutations:
+        if result.cached:
+            continue
+        for outcome in result.outcomes:
+            if str(outcome.outcome) == "passed" and outcome.gate_id in gate_s and gate_s[outcome.gate_id] > 0:
+                in_child.setdefault(outcome.gate_id, []).append(outcome.duration_s)
+    if not in_child:
+        return {}
+    medians = {gate: statistics.median(times) for gate, times in in_child.items()}
+    ratios = [medians[gate] / gate_s[gate] for gate in medians]
+    return {
+        "gates_compared": float(len(medians)),
+        "median_ratio": statistics.median(ratios),
+        "sum_ratio": sum(medians.values()) / sum(gate_s[gate] for gate in medians),
+    }
+
+
+_EXAMPLE = ROOT / "examples" / "lookup-engine"
+_EXAMPLE_SUITE = "tests/test_engine.py"
+# The example adopted as `dflash init` adopts it (tests/verify/test_lookup_example.py), with its own catalog.
+_EXAMPLE_TABLE = f"""
+[tool.dflash]
+gates = ["tests"]
+gate_marker = ""
+source_roots = ["lookupspec"]
+mutation_modules = ["engine_mutations"]
+statistical_gates = ["{_EXAMPLE_SUITE}::test_acceptance_rule_has_speculative_samplings_law",
+                     "{_EXAMPLE_SUITE}::test_first_token_follows_the_targets_law"]
+jobs = 1
+"""
+
+
+def bench_example_gate_in_child() -> dict:
+    """The outside engine's gate-kit gates (examples/lookup-engine) in a mutant's child against plain pytest,
+    one child at a time, both at the example's own one thread: what issue 55 found at 4-6x on an outside
+    engine. The mutation run is `dflash verify --no-cache --no-explain` over the example's catalog."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "lookup-engine"
+        shutil.copytree(_EXAMPLE, root, ignore=shutil.ignore_patterns("__pycache__", ".dflash-cache", "mutants"))
+        pyproject = root / "pyproject.toml"
+        pyproject.write_text(pyproject.read_text() + _EXAMPLE_TABLE)
+        times = Path(tmp) / "gate_times.json"
+        environment = {**os.environ, "BENCH_GATE_TIMES": str(times), "PYTHONPATH": str(ROOT)}
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "benchmarks.gate_times"]
+        start = time.perf_counter()
+        subprocess.run([*command, "tests"], cwd=root, capture_output=True, check=False, env=environment)
+        plain_s = time.perf_counter() - start
+        out = Path(tmp) / "verify.json"
+        command = [sys.executable, "-m", "verify", "verify", "--no-cache", "--no-explain", "--json", str(out)]
+        start = time.perf_counter()
+        subprocess.run(command, cwd=root, capture_output=True, check=False)
+        verify_s = time.perf_counter() - start
+        child = gate_in_child(out, json.loads(times.read_text())) if times.is_file() and out.is_file() else {}
+    figures: dict = {"example_plain_suite_s": plain_s, "example_verify_s": verify_s}
+    if child:
+        figures["example_gate_in_child_gates"] = int(child["gates_compared"])
+        figures["example_gate_in_child_over_plain_median"] = child["median_ratio"]
+        figures["example_gate_in_child_over_plain_sum"] = child["sum_ratio"]
+    return figures
+
+
 def _median_times(runs: list[dict[str, float]]) -> dict[str, float]:
     """Each gate's median time over the plain runs that timed it."""
     gates = {gate_id for run in runs for gate_id in run}
@@ -154,6 +227,12 @@ def bench_verify() -> dict:
         figures["first_kill_floor_s"] = floor_of(first_kill_out, _median_times(gate_s))
     if "full" in parts:
         figures["full_matrix_floor_s"] = floor_of(full_out, _median_times(gate_s))
+    # A gate in a child against the same gate under plain pytest, from the fullest run made.
+    compared = full_out if "full" in parts else first_kill_out if "first_kill" in parts else None
+    if compared is not None and (child := gate_in_child(compared, _median_times(gate_s))):
+        figures["gate_in_child_gates"] = int(child["gates_compared"])
+        figures["gate_in_child_over_plain_median"] = child["median_ratio"]
+        figures["gate_in_child_over_plain_sum"] = child["sum_ratio"]
     if "first_kill_jobs2_s" in figures:
         figures["first_kill_over_gates"] = figures["first_kill_jobs2_s"] / gates_s
         figures["first_kill_over_floor"] = figures["first_kill_jobs2_s"] / figures["first_kill_floor_s"]
@@ -162,6 +241,8 @@ def bench_verify() -> dict:
         figures["full_matrix_over_floor"] = figures["full_matrix_jobs2_s"] / figures["full_matrix_floor_s"]
     if "naive" in parts:
         figures.update(bench_naive(first_kill))
+    if "example" in parts:
+        figures.update(bench_example_gate_in_child())
     figures["loadavg_start_end"] = f"{load_at_start} / {_loadavg()}"
     return figures
 

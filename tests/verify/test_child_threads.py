@@ -1,5 +1,6 @@
 """A child computes with its share of the cores, as plain pytest would: one child alone gets every core the run
-may use (capped by the user's OMP_NUM_THREADS), N children at once a 1/N share each, never less than one."""
+may use (capped by the user's OMP_NUM_THREADS), N children at once a 1/N share each, never less than one; and a
+conftest that sets its own thread count is obeyed in a fresh child and a warm worker's alike."""
 
 from __future__ import annotations
 
@@ -31,8 +32,14 @@ def test_threads():
 """
 
 
-@pytest.mark.parametrize("children, expected", [(1, 8), (2, 4)])
-def test_a_childs_gates_run_on_its_share_cold_and_warm(tmp_path, hostile_project, monkeypatch, children, expected):
+# A project's own choice, as examples/lookup-engine's conftest makes it: the harness must not override it.
+_OWN_THREADS = "import torch\n\ntorch.set_num_threads(1)\n"
+
+
+@pytest.mark.parametrize("children, expected, conftest", [(1, 8, ""), (2, 4, ""), (1, 1, _OWN_THREADS)])
+def test_a_childs_gates_run_on_its_share_cold_and_warm(
+    tmp_path, hostile_project, monkeypatch, children, expected, conftest
+):
     from verify.mutation import Mutation
     from verify.run.config.settings import load_config
     from verify.run.execution.fork import Executor, Job
@@ -45,6 +52,8 @@ def test_a_childs_gates_run_on_its_share_cold_and_warm(tmp_path, hostile_project
         settings={"jobs": children, "flake_reruns": 1, "preload": ["torch"]},
     )  # fmt: skip
     (project.root / "expected_threads").write_text(str(expected))
+    if conftest:
+        (project.root / "tests" / "gates" / "conftest.py").write_text(conftest)
     (project.root / "pyproject.toml").write_text(
         (project.root / "pyproject.toml")
         .read_text()

@@ -32,6 +32,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,6 @@ from verify.run.child.job import (
     end_child,
     fresh_random_state,
     isolate,
-    use_threads,
     write_result,
 )
 from verify.run.child.recorder import Recorder
@@ -63,8 +63,13 @@ _MESSAGE_BYTES = 1 << 22  # one job, pickled: its overrides hold whole mutated f
 _REPARENT_S = 5.0  # how long a job's child waits to become its executor's child
 
 
+@dataclass(frozen=True)
 class _NoJob:
-    share_bytecode = False
+    """What `isolate` reads of a job, for the worker itself: its jobs' share of the cores, set before it
+    collects, so a conftest that sets its own thread count is obeyed in every job the worker serves."""
+
+    threads: int = 1
+    share_bytecode: bool = False
 
 
 def _matches(node_id: str, arg: str) -> bool:
@@ -241,7 +246,6 @@ class _Warm:
         paths.tmp.mkdir(exist_ok=True)  # made already where it has a private tmpfs
         os.environ["TMPDIR"] = str(paths.tmp)
         tempfile.tempdir = str(paths.tmp)
-        use_threads(job.threads)  # the worker ran its collection on one
         fresh_random_state()  # where a fresh child reseeds them too: where its gates start (`FreshStreams`)
         self.finder.overrides = {str(Path(self.private, rel).resolve()): text for rel, text in job.overrides}
         self.finder.loaded = set()
@@ -268,7 +272,7 @@ class _Warm:
 
 
 def run_zygote(
-    config: ProjectConfig, paths: JobPaths, jobs_folder: Path, sock: socket.socket, gate_seed: int,
+    config: ProjectConfig, paths: JobPaths, jobs_folder: Path, sock: socket.socket, gate_seed: int, threads: int,
     confined: bool, executor: int, load_scale: Callable[[], float],
 ) -> int:  # fmt: skip
     """The worker's body, in a child its executor forked; returns its exit code (a job's child never returns).
@@ -284,7 +288,7 @@ def run_zygote(
     except ConfineError as error:
         sock.send(f"fail not confined: {error}".encode())
         return UNCONFINED_EXIT
-    private = isolate(config, _NoJob(), paths)
+    private = isolate(config, _NoJob(threads), paths)
     finder = MutantFinder([private / rel for rel in config.import_paths], config.source_packages, {})
     sys.meta_path.insert(0, finder)
     os.environ[GATE_SEED_ENV] = str(gate_seed)

@@ -46,8 +46,9 @@ class Job:
     # (gate id, seconds on an idle machine): a gate still running past its own deadline (stretched by the load)
     # is ended as a timeout inside the child, which moves on; `timeout_s` stays the whole job's backstop.
     deadlines: tuple[tuple[str, float], ...] = ()
-    # torch's threads in the child: the executor gives each of the children it runs at once an equal share of the
-    # machine's cores (capped by OMP_NUM_THREADS where set), so one child alone computes as fast as plain pytest.
+    # torch's threads in the child, set before its gates are collected (a conftest that sets its own is obeyed, as
+    # under plain pytest): the executor gives each of the children it runs at once an equal share of the machine's
+    # cores (capped by OMP_NUM_THREADS where set), so one child alone computes as fast as plain pytest.
     threads: int = 1
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from verify.run.child.job import JobPaths
 from verify.run.child.zygote import run_zygote
 from verify.run.config.settings import ProjectConfig
+from verify.run.execution.ceilings import threads_per_child
 from verify.run.execution.devices import child_environment
 from verify.run.execution.jobs import Job
 from verify.run.sandbox import cgroups, hardening
@@ -53,6 +54,7 @@ class _Worker:
     copy: Path
     base: Path
     state: str = "starting"  # "ready", "busy"
+    threads: int = 1  # torch's threads, set before it collects (a conftest may set its own): its jobs' share
     taken: Snapshot | None = None  # its copy once it was ready
 
 
@@ -105,12 +107,15 @@ class Zygotes:
             self._deferred = None
 
     def _ensure(self, seed: int, count: int, close_fds: Collection[int]) -> None:
-        for worker in [w for w in self.workers if w.seed != seed and w.state != "busy"]:
+        threads = threads_per_child(count)  # what the executor gives each of `count` jobs (`Job.threads`)
+        for worker in [w for w in self.workers if (w.seed, w.threads) != (seed, threads) and w.state != "busy"]:
             self._end(worker)
-        while sum(w.seed == seed for w in self.workers) < max(1, count) and self._count < _MAX_STARTS:
-            self._start(seed, close_fds)
+        while sum((w.seed, w.threads) == (seed, threads) for w in self.workers) < max(1, count):
+            if self._count >= _MAX_STARTS:
+                break
+            self._start(seed, threads, close_fds)
 
-    def _start(self, seed: int, close_fds: Collection[int]) -> None:
+    def _start(self, seed: int, threads: int, close_fds: Collection[int]) -> None:
         self._count += 1
         base = self.folder / f"w{self._count}"
         paths = JobPaths(base, self.copies.take())
@@ -129,14 +134,14 @@ class Zygotes:
                         os.close(fd)
                 hardening.enter(parent, environment, hardening.Ceilings(), paths.log)
                 return run_zygote(
-                    self.config, paths, base / "jobs", theirs, seed, self.confined, parent, self.load_scale
+                    self.config, paths, base / "jobs", theirs, seed, threads, self.confined, parent, self.load_scale
                 )
 
             hardening.leave(worker)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.setpgid(pid, pid)
         theirs.close()
-        self.workers.append(_Worker(pid, ours, seed, paths.project, base))
+        self.workers.append(_Worker(pid, ours, seed, paths.project, base, threads=threads))
 
     def _poll(self, worker: _Worker) -> None:
         """A starting worker that has said whether it is ready becomes ready or ends."""
@@ -172,7 +177,8 @@ class Zygotes:
             return None
         for starting in list(self.workers):
             self._poll(starting)
-        worker = next((w for w in self.workers if w.state == "ready" and w.seed == job.gate_seed), None)
+        ready = [w for w in self.workers if w.state == "ready" and (w.seed, w.threads) == (job.gate_seed, job.threads)]
+        worker = ready[0] if ready else None
         message = b""
         if worker is not None:
             self._count += 1
