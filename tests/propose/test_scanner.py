@@ -132,8 +132,11 @@ def test_unrelated_code_is_left_alone() -> None:
         # A bound on positions, not position ids: one past it moves only where a request is refused.
         "max_position_embeddings = read.integer('max_position_embeddings', 4096)\n"
         "ids = check(prompt, vocab_size, max_position_embeddings)\n",
+        # A read of the cache whose length the mask shares: one more key than the mask has columns only crashes.
+        "keys, values = cache.keys[: cache.length], cache.values[: cache.length]\n"
+        "store_before = self.rows.store_lens[:num_rows]\n",
     ],
-    ids=["plain-decoding", "scheduler", "config-record", "position-limit"],
+    ids=["plain-decoding", "scheduler", "config-record", "position-limit", "cache-read"],
 )
 def test_code_outside_the_classes_is_not_proposed(source: str) -> None:
     proposals, _ = scan_text(source, "engine/x.py")

@@ -86,6 +86,15 @@ def _bounded(part: ast.AST) -> bool:
     return isinstance(part, ast.Slice) and part.step is None and (part.lower is not None or part.upper is not None)
 
 
+def _stores(statement: ast.stmt) -> bool:
+    """The statement stores what it slices into an object's state (self.keys = ..., rows.pending[row] = ...): a crop
+    that outlives the call, not a local read."""
+    if not isinstance(statement, ast.Assign | ast.AnnAssign | ast.AugAssign):
+        return False
+    targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+    return all(isinstance(t, ast.Attribute | ast.Subscript) for t in targets)
+
+
 def crop(src: Source, owners: Owners, scan: bool) -> list[Found]:
     """A crop keeps one entry too many: cache.crop(n) -> crop(n + 1); k[:, :n] -> k[:, :n + 1]."""
     found: list[Found] = []
@@ -106,6 +115,8 @@ def crop(src: Source, owners: Owners, scan: bool) -> list[Found]:
             statement = owners.get(node)
             if statement is None or not name_parts(header_text(src, statement)) & _CACHE_WORDS:
                 continue
+            if not _stores(statement):
+                continue  # keys = cache.keys[:length]: a read whose length other shapes share (+ 1 only crashes)
             if isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
                 continue
         parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
