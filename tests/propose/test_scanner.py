@@ -98,6 +98,15 @@ def test_what_could_only_crash_is_left_out_with_the_reason(bug_class: BugClass, 
     assert not proposals and any(reason in r.reason for r in refused), refused
 
 
+def test_a_residual_drawn_by_multinomial_keeps_its_clamp() -> None:
+    # Without the clamp, p - q has negative entries and multinomial raises: that mutant could only crash. The
+    # draft dropped from the residual is still a bug the gates can see.
+    text = "def resample(p, q, g):\n    r = (p - q).clamp(min=0)\n    return torch.multinomial(r, 1, generator=g)\n"
+    proposals, refused = scan_text(text, "engine/x.py", (C.RESIDUAL,))
+    assert [p.changed_line for p in proposals] == ["r = (p).clamp(min=0)"]
+    assert any("could only crash" in r.reason for r in refused), refused
+
+
 def test_a_rewrite_that_changes_no_syntax_tree_is_not_proposed() -> None:
     proposals, refused = scan_text("r = p / q  # the ratio\nr = (p) / (q)\n", "engine/x.py", (C.RATIO,))
     assert len(proposals) == 2 and len({p.anchor for p in proposals}) == 2

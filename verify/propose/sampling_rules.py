@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import re
 
-from verify.propose.edit import BugClass, Edit, Found, called, header_text, minus_one, name_parts
+from verify.propose.edit import BugClass, Edit, Found, Refusal, called, header_text, minus_one, name_parts
 from verify.propose.source import Source
 
 __all__ = ["acceptance", "bonus", "ratio", "residual", "residual_clamp", "residual_draft"]
@@ -134,9 +134,30 @@ def residual_clamp(src: Source, owners: Owners, scan: bool) -> list[Found]:
             continue
         if scan and not _probish(src, inner) and "residual" not in _context(src, owners, call):
             continue
+        if scan and _sampled_by_a_checking_draw(src, call):
+            why = "the residual is drawn from by a sampler that refuses negative entries (multinomial, choice): "
+            found.append(Refusal(BugClass.RESIDUAL, call, why + "without its clamp the mutant could only crash"))
+            continue
         what = "The residual p - q is not clamped at 0: negative mass enters the resampling law."
         found.append(Edit(BugClass.RESIDUAL, call, src.atom(inner), what))
     return found
+
+
+# Samplers that raise on a negative probability: torch.multinomial, numpy's Generator.choice(p=...),
+# torch.distributions.Categorical(probs=...) with validation.
+_CHECKING_DRAWS = {"multinomial", "choice", "Categorical"}
+
+
+def _sampled_by_a_checking_draw(src: Source, node: ast.AST) -> bool:
+    """The function holding `node` draws with a sampler that refuses negative probabilities."""
+    for function in src.nodes((ast.FunctionDef, ast.AsyncFunctionDef)):
+        inside = set(map(id, ast.walk(function)))
+        if id(node) in inside:
+            innermost = [f for f in ast.walk(function) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)]
+            if any(id(node) in set(map(id, ast.walk(f))) for f in innermost if f is not function):
+                continue  # a nested function holds it: judged on its own
+            return any(isinstance(n, ast.Call) and called(n) in _CHECKING_DRAWS for n in ast.walk(function))
+    return False
 
 
 def acceptance(src: Source, owners: Owners, scan: bool) -> list[Found]:
