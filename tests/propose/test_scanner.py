@@ -42,6 +42,8 @@ def _changed(text: str, bug_class: BugClass) -> list[str]:
             "for d, t in zip(drafted, target):\n    if d != t:\n        break\n    accepted += 1\n",
             "continue",
         ),
+        (C.ACCEPTANCE, "for i in range(k):\n    if u[i] > p[i] / q[i]:\n        break\n    n += 1\n", "continue"),
+        (C.ACCEPTANCE, "for i in range(k):\n    if draft[i] != target[i]:\n        break\n", "continue"),
         (C.BONUS, "def accept(p, n):\n    return n, sample(p[n])\n", "return n, sample(p[n - 1])"),
         (C.BONUS, "def accept(p, n):\n    return n, sample(p[:, n, :])\n", "return n, sample(p[:, n - 1, :])"),
         (
@@ -88,11 +90,21 @@ def test_each_spelling_is_found_and_rewritten(bug_class: BugClass, source: str, 
         (C.POSITIONS, "record(positions=(start, end))\n", "a tuple plus one can only crash"),
         (C.CACHE, "self.keys = self.keys[:, :-k]\n", "keeps nothing when it is -1"),
         (C.CACHE, "self.cache[a:b:2] = kv\n", "has a step"),
+        (C.POSITIONS, "self.pending_positions = [None] * max_rows\n", "built from a sequence literal"),
     ],
 )
 def test_what_could_only_crash_is_left_out_with_the_reason(bug_class: BugClass, source: str, reason: str) -> None:
     proposals, refused = scan_text(source, "engine/x.py", (bug_class,))
     assert not proposals and any(reason in r.reason for r in refused), refused
+
+
+def test_a_residual_drawn_by_multinomial_keeps_its_clamp() -> None:
+    # Without the clamp, p - q has negative entries and multinomial raises: that mutant could only crash. The
+    # draft dropped from the residual is still a bug the gates can see.
+    text = "def resample(p, q, g):\n    r = (p - q).clamp(min=0)\n    return torch.multinomial(r, 1, generator=g)\n"
+    proposals, refused = scan_text(text, "engine/x.py", (C.RESIDUAL,))
+    assert [p.changed_line for p in proposals] == ["r = (p).clamp(min=0)"]
+    assert any("could only crash" in r.reason for r in refused), refused
 
 
 def test_a_rewrite_that_changes_no_syntax_tree_is_not_proposed() -> None:
@@ -111,6 +123,32 @@ def test_unrelated_code_is_left_alone() -> None:
         "    rows[dst] = rows[src]\n    return len(values)\n"
     )
     proposals, _ = scan_text(text, "engine/x.py")
+    assert proposals == [], [p.changed_line for p in proposals]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # The decoding loop around the rule: it stops at the end-of-sequence token, not at a rejected draft.
+        "while len(out) < max_new_tokens:\n    drafted = drafter.propose(tokens)\n    n = accept(drafted)\n"
+        "    out += drafted[:n]\n    if eos_id in out:\n        break\n",
+        # A scheduler: admission stops at a full pool (the draft's pool named in the body, not the loop's header).
+        "while self.waiting and self.num_running < self.max_rows:\n    need = self.pages_needed(self.waiting[0])\n"
+        "    if need > self.target_pool.num_free:\n        break\n"
+        "    if self.draft_pool is not None and need > self.draft_pool.num_free:\n        break\n",
+        # A config record: a filter's size stored, not a distribution filtered (on neither model's side).
+        "def load(cls, read):\n    return cls(shapes, selector_top_k=size('selector_top_k'), top_p=read('top_p'))\n",
+        # A bound on positions, not position ids: one past it moves only where a request is refused.
+        "max_position_embeddings = read.integer('max_position_embeddings', 4096)\n"
+        "ids = check(prompt, vocab_size, max_position_embeddings)\n",
+        # A read of the cache whose length the mask shares: one more key than the mask has columns only crashes.
+        "keys, values = cache.keys[: cache.length], cache.values[: cache.length]\n"
+        "store_before = self.rows.store_lens[:num_rows]\n",
+    ],
+    ids=["plain-decoding", "scheduler", "config-record", "position-limit", "cache-read"],
+)
+def test_code_outside_the_classes_is_not_proposed(source: str) -> None:
+    proposals, _ = scan_text(source, "engine/x.py")
     assert proposals == [], [p.changed_line for p in proposals]
 
 

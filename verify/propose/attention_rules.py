@@ -30,6 +30,9 @@ __all__ = ["cache", "crop", "mask", "positions"]
 Owners = dict[ast.AST, ast.stmt]
 _POSITION_WORDS = {"position", "positions"}
 _OFFSET_WORDS = {"offset", "offsets"}
+# A name about positions that holds a bound or a count, not position ids: max_position_embeddings, num_positions.
+# One past such a limit moves only where a request is refused, not where a token is encoded.
+_LIMIT_WORDS = {"max", "min", "num", "embeddings", "limit", "size", "count"}
 _CACHE_WORDS = {"cache", "kv", "past", "pending", "store", "keys", "values", "k_cache", "v_cache", "crop"}
 _MASK_WORDS = {"mask", "masks", "valid", "visible", "allowed", "causal", "attend"}
 _CROPS = ("crop", "truncate", "trim")
@@ -56,18 +59,21 @@ def positions(src: Source, owners: Owners, scan: bool) -> list[Found]:
         words = name_parts(src.source(targets[0]))
         if scan and not (words & _POSITION_WORDS or (words & _OFFSET_WORDS and _has_arange(node.value))):
             continue
+        if scan and words & _LIMIT_WORDS:
+            continue
         if isinstance(node.value, ast.Constant) and node.value.value is None:
             continue
         found.append(_offset(src, node.value, what))
     for call in src.nodes(ast.Call):
         for keyword in call.keywords:  # f(position_ids=positions)
-            if keyword.arg and name_parts(keyword.arg) & _POSITION_WORDS and not _none(keyword.value):
+            words = name_parts(keyword.arg or "")
+            if words & _POSITION_WORDS and not words & _LIMIT_WORDS and not _none(keyword.value):
                 found.append(_offset(src, keyword.value, what))
         if not scan or called(call).endswith("_like") or called(call) in ("len", "range", "enumerate", "zip"):
             continue  # full_like(positions, x) reads a shape
         for arg in call.args:  # rotary(positions, ...): a position tensor handed on
             last = arg.attr if isinstance(arg, ast.Attribute) else arg.id if isinstance(arg, ast.Name) else ""
-            if name_parts(last) & _POSITION_WORDS:
+            if name_parts(last) & _POSITION_WORDS and not name_parts(last) & _LIMIT_WORDS:
                 found.append(_offset(src, arg, what))
     return found
 
@@ -78,6 +84,15 @@ def _none(node: ast.AST) -> bool:
 
 def _bounded(part: ast.AST) -> bool:
     return isinstance(part, ast.Slice) and part.step is None and (part.lower is not None or part.upper is not None)
+
+
+def _stores(statement: ast.stmt) -> bool:
+    """The statement stores what it slices into an object's state (self.keys = ..., rows.pending[row] = ...): a crop
+    that outlives the call, not a local read."""
+    if not isinstance(statement, ast.Assign | ast.AnnAssign | ast.AugAssign):
+        return False
+    targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+    return all(isinstance(t, ast.Attribute | ast.Subscript) for t in targets)
 
 
 def crop(src: Source, owners: Owners, scan: bool) -> list[Found]:
@@ -100,6 +115,8 @@ def crop(src: Source, owners: Owners, scan: bool) -> list[Found]:
             statement = owners.get(node)
             if statement is None or not name_parts(header_text(src, statement)) & _CACHE_WORDS:
                 continue
+            if not _stores(statement):
+                continue  # keys = cache.keys[:length]: a read whose length other shapes share (+ 1 only crashes)
             if isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
                 continue
         parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]

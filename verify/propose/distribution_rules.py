@@ -61,13 +61,29 @@ def _is_filter(src: Source, node: ast.AST) -> bool:
     return _words_filter(src.source(node))
 
 
+_SAMPLED_WORDS = {"logits", "scores", "probs", "prob", "temperature", "temp", "distribution", "dist"}
+
+
+def _is_text(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def _samples(src: Source, call: ast.Call) -> bool:
+    """The call turns a model's scores into a distribution: one of its other arguments is the logits, the
+    probabilities or the temperature (`sampling_probs(logits[row], p.temperature, p.top_p, p.top_k)`)."""
+    values = [*call.args, *(k.value for k in call.keywords)]
+    return any(name_parts(src.source(v)) & _SAMPLED_WORDS for v in values if not _is_filter(src, v))
+
+
 def filters(src: Source, owners: Owners, scan: bool) -> list[Found]:
     found: list[Found] = []
     for call in src.nodes(ast.Call):
         name = called(call)
         if not name or name[0].isupper() or _is_check(name) or any(word in name.lower() for word in _FILTER_WORDS):
             continue  # torch.topk is the filter itself; a record's constructor only stores it
-        positional = [i for i, arg in enumerate(call.args) if _is_filter(src, arg)]
+        if scan and not _samples(src, call):
+            continue  # cls(..., selector_top_k=...): a record built, not a distribution filtered
+        positional = [i for i, arg in enumerate(call.args) if _is_filter(src, arg) and not _is_text(arg)]
         keywords = [k for k in call.keywords if k.arg and (_words_filter(k.arg) or _is_filter(src, k.value))]
         trailing = positional and positional == list(range(len(call.args) - len(positional), len(call.args)))
         if not keywords and not trailing:

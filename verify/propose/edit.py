@@ -76,6 +76,8 @@ def refuse_plus_one(node: ast.AST) -> str:
         return "the value is a tuple: a tuple plus one can only crash"
     if isinstance(node, _NOT_NUMBERS):
         return f"the value is a {type(node).__name__.lower()}, not a number: adding one can only crash"
+    if isinstance(node, ast.BinOp) and any(isinstance(side, _NOT_NUMBERS) for side in (node.left, node.right)):
+        return "the value is built from a sequence literal ([None] * n), not a number: adding one can only crash"
     if isinstance(node, ast.Constant) and (node.value is None or isinstance(node.value, str | bytes | bool)):
         return f"the value is {node.value!r}, not a number: adding one can only crash or change a flag"
     return ""

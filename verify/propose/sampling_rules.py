@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import re
 
-from verify.propose.edit import BugClass, Edit, Found, called, header_text, minus_one, name_parts
+from verify.propose.edit import BugClass, Edit, Found, Refusal, called, header_text, minus_one, name_parts
 from verify.propose.source import Source
 
 __all__ = ["acceptance", "bonus", "ratio", "residual", "residual_clamp", "residual_draft"]
@@ -134,9 +134,30 @@ def residual_clamp(src: Source, owners: Owners, scan: bool) -> list[Found]:
             continue
         if scan and not _probish(src, inner) and "residual" not in _context(src, owners, call):
             continue
+        if scan and _sampled_by_a_checking_draw(src, call):
+            why = "the residual is drawn from by a sampler that refuses negative entries (multinomial, choice): "
+            found.append(Refusal(BugClass.RESIDUAL, call, why + "without its clamp the mutant could only crash"))
+            continue
         what = "The residual p - q is not clamped at 0: negative mass enters the resampling law."
         found.append(Edit(BugClass.RESIDUAL, call, src.atom(inner), what))
     return found
+
+
+# Samplers that raise on a negative probability: torch.multinomial, numpy's Generator.choice(p=...),
+# torch.distributions.Categorical(probs=...) with validation.
+_CHECKING_DRAWS = {"multinomial", "choice", "Categorical"}
+
+
+def _sampled_by_a_checking_draw(src: Source, node: ast.AST) -> bool:
+    """The function holding `node` draws with a sampler that refuses negative probabilities."""
+    for function in src.nodes((ast.FunctionDef, ast.AsyncFunctionDef)):
+        inside = set(map(id, ast.walk(function)))
+        if id(node) in inside:
+            innermost = [f for f in ast.walk(function) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)]
+            if any(id(node) in set(map(id, ast.walk(f))) for f in innermost if f is not function):
+                continue  # a nested function holds it: judged on its own
+            return any(isinstance(n, ast.Call) and called(n) in _CHECKING_DRAWS for n in ast.walk(function))
+    return False
 
 
 def acceptance(src: Source, owners: Owners, scan: bool) -> list[Found]:
@@ -172,23 +193,41 @@ def acceptance(src: Source, owners: Owners, scan: bool) -> list[Found]:
         found += [Edit(BugClass.ACCEPTANCE, node, "continue", what) for node in src.nodes(ast.Break)]
         return found
     for loop in src.nodes((ast.For, ast.While)):
-        loop_words = name_parts(src.source(loop))
-        if scan and not loop_words & {
-            "accept",
-            "accepted",
-            "reject",
-            "rejected",
-            "draft",
-            "drafted",
-            "match",
-            "d",
-            "t",
-        }:
-            continue
         for node in ast.walk(loop):
-            if isinstance(node, ast.Break) and _innermost_loop(loop, node):
+            if isinstance(node, ast.Break) and _innermost_loop(loop, node) and _ends_a_run(src, loop, node):
                 found.append(Edit(BugClass.ACCEPTANCE, node, "continue", what))
     return found
+
+
+# A loop over drafted tokens names them in its header: `for d, t in zip(drafted, target)`, `for i in range(len(
+# draft_ids))`, `while n < num_accepted`. Its body is not read: a scheduler's `while waiting: ... draft_pool ...
+# break` stops on a full pool, not on a rejection, and `continue` there is a different bug (out of this class).
+_RUN_WORDS = {
+    "accept", "accepted", "reject", "rejected", "draft", "drafted", "drafts", "proposal", "proposed", "proposals",
+    "candidate", "candidates", "speculated", "spec", "guess", "guesses", "match", "matches", "matched",
+}  # fmt: skip
+# Or the break's guard is the acceptance test itself: a uniform against a probability or ratio (`if r > p / q`),
+# or a token compared with a drafted one (`if draft[i] != target[i]`).
+_GUARD_WORDS = {"u", "r", "rand", "uniform", "ratio", "accept", "reject", "p", "q", "prob", "probs"}
+
+
+def _ends_a_run(src: Source, loop: ast.For | ast.While, brk: ast.Break) -> bool:
+    """The break ends the run of accepted drafts: its loop walks drafted tokens, or its guard is the acceptance
+    test (a plain decoding loop's `if token == eos: break` is neither)."""
+    header = [loop.target, loop.iter] if isinstance(loop, ast.For) else [loop.test]
+    if name_parts(" ".join(src.source(part) for part in header)) & _RUN_WORDS:
+        return True
+    guard = next((n for n in ast.walk(loop) if isinstance(n, ast.If) and any(b is brk for b in n.body)), None)
+    if guard is None:
+        return False
+    for compare in (n for n in ast.walk(guard.test) if isinstance(n, ast.Compare)):
+        words = name_parts(src.source(compare))
+        if words & _GUARD_WORDS:
+            return True
+        tokens = any(isinstance(op, ast.NotEq | ast.Eq) for op in compare.ops)
+        if tokens and words & _RUN_WORDS and not any(isinstance(n, ast.Constant) for n in compare.comparators):
+            return True
+    return False
 
 
 def _innermost_loop(loop: ast.AST, target: ast.AST) -> bool:
