@@ -12,8 +12,9 @@ list back.
 The map: `cli` (the `dflash` command), `run` (a verify run: its configuration, sandbox, children, executors and
 phases), `report` (the verdict model and every renderer), `observe` (what a mutant changes, step by step),
 `propose` (mutations proposed from the engine's syntax trees), `sweep` (mutmut's operator mutants), `fixtures`
-(the shipped fixture pairs and their audit), `gatekit` (the engine-agnostic checks), `mutation` (the record and
-its registry), `templates` (bug-class templates), `seeds` (the gate seed), `compat` (the Python 3.10 shims).
+(the shipped fixture pairs and their audit), `gatekit` (the engine-agnostic checks), `mutation` (the record,
+its registry and how a mutation is applied), `templates` (bug-class templates), `seeds` (the gate seed),
+`compat` (the Python 3.10 shims).
 
 `verify` may import `runner`; `runner` never imports `verify`.
 """

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from verify.mutation import Mutation
+from verify.mutation.apply import Applied, apply_mutation
 from verify.report.verdict import Outcome, Status, matches_gate
-from verify.run.apply import Applied, apply_mutation
 from verify.run.config.catalog import load_mutations
 from verify.run.config.settings import load_config
 from verify.run.phases.run import RunOptions, run_verify

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from verify.cli import app
 from verify.mutation import Mutation, reset_registry
-from verify.run.apply import nearest
+from verify.mutation.apply import nearest
 from verify.run.config.catalog import StaleAnchorError, stale_anchors
 from verify.run.config.settings import load_config
 

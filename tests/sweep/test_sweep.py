@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from verify.cli.sweep import sweep_app
+from verify.mutation.apply import Applied, apply_mutation
 from verify.report.verdict import Status
-from verify.run.apply import Applied, apply_mutation
 from verify.run.config.catalog import load_mutations
 from verify.run.config.settings import load_config
 from verify.sweep.driver import SweepConfig, run_sweep

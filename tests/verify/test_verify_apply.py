@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from verify.mutation import Mutation
-from verify.run.apply import Applied, MutantFinder, Stale, apply_mutation, count_matches
+from verify.mutation.apply import Applied, MutantFinder, Stale, apply_mutation, count_matches
 from verify.run.phases.coverage_map import CoverageMap, anchor_lines
 
 SOURCE = """def scale(x, factor=2):

@@ -80,9 +80,9 @@ def show_mutation(
       dflash mutations show walk-replaced-by-argmax | patch -p1 --dry-run
     """
     from verify.mutation import unknown_names
+    from verify.mutation.apply import Stale, apply_mutation
     from verify.report.catalog_view import render_mutation
     from verify.report.terminal import render_error
-    from verify.run.apply import Stale, apply_mutation
     from verify.run.config.catalog import load_mutations
     from verify.run.config.settings import ConfigError, load_config
     from verify.run.phases.details import details_for

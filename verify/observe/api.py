@@ -65,7 +65,7 @@ class ExplainRun:
 
 def mutant_texts(mutations: Mapping[str, Mutation], root: Path) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
     """Each catalog mutation's mutated file, and why the ones that no longer apply were left out."""
-    from verify.run.apply import Applied, apply_mutation
+    from verify.mutation.apply import Applied, apply_mutation
 
     texts, stale = {}, {}
     for name, mutation in mutations.items():

@@ -15,7 +15,7 @@ its whole process tree ended when it ends, however it ends (this worker is their
 process ceiling is ended. Only the comparison and a digest of each observation come back, as JSON (`out/<id>/
 result.json`; `out/<id>/failure` the harness's own failure), so a mutant's observation never crosses a
 process boundary and nothing a child wrote is ever unpickled. Each child serves its mutant's files through
-`verify.run.apply.MutantFinder` from the private copy; the user's tree is never read here. A child that dies
+`verify.mutation.apply.MutantFinder` from the private copy; the user's tree is never read here. A child that dies
 or outlives its budget is reported as a failure of the harness, never as an observation. Run as
 `python -m verify.observe.worker JOB.json`; knows nothing of the CLI or of reports.
 """
@@ -71,8 +71,8 @@ def _child(job: dict[str, Any], spec: dict[str, Any], pristine: Any, out: Path, 
 
         import torch
 
+        from verify.mutation.apply import MutantFinder
         from verify.observe import compare, protocol, record
-        from verify.run.apply import MutantFinder
 
         root = Path(job["root"])
         os.environ["TMPDIR"] = tempfile.tempdir = str(tmp)
@@ -241,8 +241,8 @@ def main(argv: list[str]) -> int:
     out = Path(job["out"])
     import torch
 
+    import verify.mutation.apply  # noqa: F401
     import verify.observe.compare  # noqa: F401  (imported once here, shared by every child)
-    import verify.run.apply  # noqa: F401
     from verify.observe import compare, reach, record
 
     if job.get("gates") is not None:

@@ -11,10 +11,10 @@
   executor in `cluster/`, and `choice`, which picks one).
 - `phases/`: the run's order and its verdicts (baseline and checks, the corroboration policy, judge, order, the
   layout probe, the cache, the coverage map, report details).
-- `apply` (a mutation's text, served to imports) and `harness` (the digest of the harness's code) stand flat.
+- `harness` (the digest of the harness's code) stands flat.
 
-Imports point down: phases -> execution -> child -> config and sandbox, and anything may use `apply` and
-`harness`; tests/test_layout.py enforces it. The run may import `runner`, `verify.mutation` and `verify.report`
+Imports point down: phases -> execution -> child -> config and sandbox, and anything may use `harness`;
+tests/test_layout.py enforces it. The run may import `runner`, `verify.mutation` and `verify.report`
 (to build verdict records), never `verify.cli` or `verify.sweep`. It never prints: it returns records and
 reports progress through callbacks.
 

@@ -29,7 +29,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from verify.run.apply import MutantFinder
+from verify.mutation.apply import MutantFinder
 from verify.run.child import coverage
 from verify.run.child.recorder import Recorder
 from verify.run.child.streams import JobStreams

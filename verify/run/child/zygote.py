@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 
-from verify.run.apply import MutantFinder
+from verify.mutation.apply import MutantFinder
 from verify.run.child import coverage, hotswap, streams
 from verify.run.child.job import (
     UNCONFINED_EXIT,

@@ -10,7 +10,7 @@ import pkgutil
 import sys
 
 from verify.mutation import Mutation, MutationError, all_mutations, reset_registry
-from verify.run.apply import Stale, apply_mutation
+from verify.mutation.apply import Stale, apply_mutation
 from verify.run.config.layout import mutation_file_problem, namespace_root_problem, resolves_inside
 from verify.run.config.settings import ConfigError, ProjectConfig
 

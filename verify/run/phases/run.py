@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from verify.mutation import Mutation
+from verify.mutation.apply import Stale, apply_mutation
 from verify.report.verdict import MutationResult, RunReport, Status
-from verify.run.apply import Stale, apply_mutation
 from verify.run.config.selection import RunOptions, SelectionError, Shard, select
 from verify.run.config.settings import ProjectConfig
 from verify.run.execution.choice import open_executor

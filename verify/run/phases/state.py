@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from verify.mutation import Mutation
+from verify.mutation.apply import Applied
 from verify.report.verdict import Baseline, GateOutcome, MutationResult, RunReport
-from verify.run.apply import Applied
 from verify.run.config.selection import RunOptions
 from verify.run.config.settings import ProjectConfig
 from verify.run.execution.jobs import JobResult

@@ -3,6 +3,10 @@
 A `Mutation` is one semantic bug: an exact snippet of runner source and what it becomes. This module
 knows nothing of files on disk, pytest or the executor; it is a leaf that imports nothing internal,
 so catalog modules (`from verify.mutation import Mutation, register`) pull in nothing else.
+
+The package's map: this module (the record and its registry) and `apply` (matching a mutation's anchor, the
+mutated text and its diff, and serving it to a child's imports), which run, observe, sweep and propose share
+and which is never imported here, so a catalog stays light.
 """
 
 from __future__ import annotations
