@@ -85,14 +85,14 @@ RULES = [
      "the mutation record is a leaf"),
     ("verify.fixtures", ("verify.run", "verify.cli", "verify.sweep"), "fixtures stand beside the run"),
     ("verify.run", ("verify.cli", "verify.sweep"), "the run never reaches up into the CLI or the sweep"),
-    # Inside the run, imports point down: phases -> execution -> child -> config and sandbox (the bottom).
-    ("verify.run.config", ("verify.run.sandbox", "verify.run.child", "verify.run.execution", "verify.run.phases"),
+    # Inside the run, imports point down: phases -> execution -> child -> config (the bottom).
+    ("verify.run.config", ("verify.sandbox", "verify.run.child", "verify.run.execution", "verify.run.phases"),
      "config is the bottom of the run"),
-    ("verify.run.sandbox", ("verify.run.config", "verify.run.child", "verify.run.execution", "verify.run.phases",
-                            "verify.mutation.apply"), "the sandbox stands alone: the security boundary is one unit"),
-    ("verify.mutation.apply", ("verify.run.config", "verify.run.sandbox", "verify.run.child", "verify.run.execution",
+    ("verify.sandbox", ("verify.run", "verify.mutation", "verify.observe", "verify.sweep", "verify.cli"),
+     "the sandbox stands alone: the security boundary is one unit"),
+    ("verify.mutation.apply", ("verify.run.config", "verify.sandbox", "verify.run.child", "verify.run.execution",
                           "verify.run.phases", "verify.report"), "applying a mutation knows no run or report"),
-    ("verify.run.harness", ("verify.run.config", "verify.run.sandbox", "verify.run.child", "verify.run.execution",
+    ("verify.run.harness", ("verify.run.config", "verify.sandbox", "verify.run.child", "verify.run.execution",
                             "verify.run.phases"), "the harness digest is a leaf"),
     ("verify.run.child", ("verify.run.execution", "verify.run.phases"), "a child knows nothing of who started it"),
     ("verify.run.execution", ("verify.run.phases",), "an executor knows nothing of phases or verdicts"),
@@ -171,10 +171,10 @@ def test_the_checker_sees_a_circle_and_a_wrong_direction() -> None:
         assert _cycle() is not None
         with pytest.raises(AssertionError, match="runner.engine imports verify.run.phases.run"):
             test_import_directions("runner", ("verify",), "planted")
-        sandbox = "verify.run.sandbox.confine"
+        sandbox = "verify.sandbox.confine"
         GRAPH[sandbox] = {*GRAPH[sandbox], "verify.run.config.settings"}
-        with pytest.raises(AssertionError, match="verify.run.sandbox.confine imports verify.run.config.settings"):
-            test_import_directions(*next(rule for rule in RULES if rule[0] == "verify.run.sandbox"))
+        with pytest.raises(AssertionError, match="verify.sandbox.confine imports verify.run.config.settings"):
+            test_import_directions(*next(rule for rule in RULES if rule[0] == "verify.sandbox"))
         child = "verify.run.child.job"
         GRAPH[child] = {*GRAPH[child], "verify.run.execution.fork"}
         with pytest.raises(AssertionError, match="verify.run.child.job imports verify.run.execution.fork"):
@@ -194,7 +194,7 @@ def test_module_size(module: str) -> None:
     )
 
 
-RUN_PACKAGES = ("config", "sandbox", "child", "execution", "phases")
+RUN_PACKAGES = ("config", "child", "execution", "phases")
 MAX_FLAT_RUN_MODULES = 4
 
 
@@ -208,7 +208,8 @@ def test_the_run_is_laid_out_by_concern() -> None:
 
 
 def test_every_room_says_what_it_owns() -> None:
-    rooms = ("verify.cli", "verify.run", "verify.report", "verify.fixtures", "verify.sweep", "verify.gatekit")
+    rooms = ("verify.cli", "verify.run", "verify.sandbox", "verify.report", "verify.fixtures", "verify.sweep")
+    rooms = (*rooms, "verify.gatekit")
     for room in (*rooms, *(f"verify.run.{package}" for package in RUN_PACKAGES)):
         doc = ast.get_docstring(ast.parse(MODULES[room].read_text()))
         assert doc and len(doc) > 40, f"{room}/__init__.py must open with a docstring saying what the room owns"

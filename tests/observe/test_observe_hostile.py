@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from verify.run.sandbox.confine import probe
+from verify.sandbox.confine import probe
 
 # Acts only under the observer (its worker runs as `python -m verify.observe.worker`), so the gates let it
 # survive the run and `dflash verify` explains it afterwards.

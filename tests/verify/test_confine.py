@@ -20,7 +20,7 @@ from tests.verify.test_verify_ceilings import alive_with
 from verify.mutation import Mutation
 from verify.report.files import read_json
 from verify.report.verdict import Status
-from verify.run.sandbox.confine import probe
+from verify.sandbox.confine import probe
 
 CORE = '''"""Code under test."""
 
@@ -215,7 +215,7 @@ def test_what_a_job_started_ends_with_the_job_not_with_the_run(tmp_path, cli, mo
     ids=["abi-7", "abi-6", "abi-5-no-scoping", "abi-2-no-truncate", "none"],
 )  # fmt: skip
 def test_below_abi_6_confinement_is_partial_and_says_what_it_lacks(abi: int, described: str) -> None:
-    from verify.run.sandbox.confine import Confinement
+    from verify.sandbox.confine import Confinement
 
     assert Confinement(abi, "no Landlock here" if abi == 0 else "").describe() == described
 

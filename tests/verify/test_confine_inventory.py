@@ -12,7 +12,7 @@ import pytest
 
 from verify.run.config.settings import ConfigError, ProjectConfig
 from verify.run.config.writable import writable_paths
-from verify.run.sandbox.inventory import diff, home_paths, snapshot
+from verify.sandbox.inventory import diff, home_paths, snapshot
 
 
 @pytest.fixture
@@ -110,7 +110,7 @@ def test_the_homes_start_up_and_credential_files_are_inventoried(tmp_path: Path)
 
 
 def test_an_inventory_taken_aside_equals_one_taken_here(tree: Path) -> None:
-    from verify.run.sandbox.inventory import snapshot_aside
+    from verify.sandbox.inventory import snapshot_aside
 
     result = snapshot_aside(tree, {".dflash-cache"})
     assert result().entries == snapshot(tree, {".dflash-cache"}).entries
@@ -118,7 +118,7 @@ def test_an_inventory_taken_aside_equals_one_taken_here(tree: Path) -> None:
 
 
 def test_a_helper_that_gives_nothing_back_is_replaced_by_an_inventory_taken_here(tree: Path, monkeypatch) -> None:
-    import verify.run.sandbox.inventory as inventory
+    import verify.sandbox.inventory as inventory
 
     def dies(data: object) -> bytes:
         raise MemoryError  # in the helper, before it writes a byte

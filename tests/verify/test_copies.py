@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from verify.run.sandbox.copies import CopyPool
+from verify.sandbox.copies import CopyPool
 
 
 @pytest.fixture

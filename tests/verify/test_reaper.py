@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from verify.run.sandbox import reaper
+from verify.sandbox import reaper
 
 
 def test_a_process_gone_while_its_threads_are_listed_has_no_children_and_no_running_tasks(monkeypatch) -> None:

@@ -1,4 +1,4 @@
-"""The harness's secrets (`verify.run.sandbox.secrets`, `hardening.scrub_environ_block`): redacted from what a
+"""The harness's secrets (`verify.sandbox.secrets`, `hardening.scrub_environ_block`): redacted from what a
 child says by their digests alone, gone from a child's kernel-side environment, and gone from the program's own
 once it re-executes itself."""
 
@@ -13,7 +13,7 @@ import pytest
 
 from verify.report.verdict import GateOutcome, MutationResult, Outcome, Status
 from verify.run.phases.state import _redacted
-from verify.run.sandbox.secrets import MIN_LENGTH, REDACTED, Secrets
+from verify.sandbox.secrets import MIN_LENGTH, REDACTED, Secrets
 
 
 @pytest.mark.parametrize(
@@ -46,7 +46,7 @@ def test_a_child_scrubs_the_kernel_copy_of_its_environment(tmp_path) -> None:
     # kernel no trace of it, while a setting a gate reads stays.
     script = textwrap.dedent("""
         import os
-        from verify.run.sandbox import hardening
+        from verify.sandbox import hardening
         pid = os.fork()
         if pid == 0:
             hardening.harden({}, hardening.Ceilings())
@@ -63,7 +63,7 @@ def test_a_child_scrubs_the_kernel_copy_of_its_environment(tmp_path) -> None:
 def test_the_program_re_executes_itself_without_secrets_and_keeps_their_digests(tmp_path) -> None:
     script = textwrap.dedent("""
         import os, sys
-        from verify.run.sandbox import secrets
+        from verify.sandbox import secrets
         secrets.is_program = lambda: True  # this script stands for `python -m verify`
         secrets.reexec_clean()
         known = secrets.known()

@@ -24,7 +24,7 @@ from verify.report.matrix import LEGEND, build_matrix
 from verify.report.verdict import Status
 from verify.run.config.settings import load_config
 from verify.run.execution.fork import Executor, Job
-from verify.run.sandbox.hardening import clean_environment
+from verify.sandbox.hardening import clean_environment
 
 # What the hostile mutants call (each writes what it did into the shared folder, declared writable).
 EVIL = """import json

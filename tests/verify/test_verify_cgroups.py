@@ -17,7 +17,7 @@ from verify.report.files import read_json
 from verify.report.verdict import Status
 from verify.run.config.settings import load_config
 from verify.run.execution.fork import Executor, Job
-from verify.run.sandbox import cgroups
+from verify.sandbox import cgroups
 
 # 0.6 of the machine's memory asked for at once, two ways. A shared anonymous mapping is not private writable
 # memory, so RLIMIT_DATA does not refuse it: it is taken as fast as its pages can be touched, each 64 MiB written

@@ -2,7 +2,7 @@
 secret in its environment) at --jobs 2: no secret in its own /proc/self/environ nor in any other process's it can
 find, none in the JSON report even when a mutant raises it; no listener of the machine's loopback; a /dev/shm of
 its own, counted in its memory ceiling and gone with it. Namespaces off or refused, the report says which layer is
-missing (`verify.run.sandbox.namespaces`).
+missing (`verify.sandbox.namespaces`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from verify.mutation import Mutation
 from verify.report.files import read_json
 from verify.report.verdict import Status
-from verify.run.sandbox import cgroups, namespaces
+from verify.sandbox import cgroups, namespaces
 
 SECRET = "dflash-test-secret-9f3c1a7e5b"
 HALVES = (SECRET[:12], SECRET[12:])  # the mutant's source never holds the value whole

@@ -159,7 +159,7 @@ def test_a_mutant_that_writes_the_project_is_exit_4_naming_the_file_end_to_end(
 
 @pytest.mark.parametrize("num_files", [12])
 def test_an_exit_4_names_every_changed_file_however_many(tmp_path: Path, num_files: int) -> None:
-    from verify.run.sandbox.guard import TreeGuard
+    from verify.sandbox.guard import TreeGuard
 
     root = tmp_path / "p"
     root.mkdir()

@@ -178,7 +178,7 @@ def test_the_output_ceiling_is_a_named_setting(tmp_path, hostile_project) -> Non
 def test_a_childs_output_is_counted_over_its_whole_job_though_pytest_truncates_each_capture(tmp_path) -> None:
     from verify.run.child.streams import OUTPUT_EXIT, JobStreams
     from verify.run.execution.ceilings import output
-    from verify.run.sandbox.hardening import Ceilings
+    from verify.sandbox.hardening import Ceilings
 
     log, out, err = (tmp_path / name for name in ("child.log", "stdout", "stderr"))
     mib = 1 << 20

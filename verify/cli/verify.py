@@ -157,8 +157,8 @@ def verify(
     from verify.run.execution.jobs import ExecutorLost
     from verify.run.phases.cache import ChangedSinceError, ResultCache
     from verify.run.phases.run import BaselineError, HarnessError, RunOptions, SelectionError, Shard, run_verify
-    from verify.run.sandbox import cgroups, namespaces, secrets
-    from verify.run.sandbox.confine import probe
+    from verify.sandbox import cgroups, namespaces, secrets
+    from verify.sandbox.confine import probe
 
     started = time.monotonic()
     commit = project_commit(project)  # the tree the run starts from, not the one it ends on

@@ -3,8 +3,8 @@ gates under pytest with the mutated text served by the import hook, journalled g
 
 Nothing a child does can reach another child or the user's tree through the files it was given: it works
 in a copy identical to the parent's pristine private copy, which no child ever writes, and which serves a
-later child only if this one left it unchanged (`verify.run.sandbox.copies`). Nor by naming a path: its
-first act is to confine itself (`verify.run.sandbox.confine`) to writing its own folder (temp dir, journal,
+later child only if this one left it unchanged (`verify.sandbox.copies`). Nor by naming a path: its
+first act is to confine itself (`verify.sandbox.confine`) to writing its own folder (temp dir, journal,
 result, log), its copy, the claims folder it shares with its siblings and the project's `writable` paths. A child that
 was to be confined and is not (the kernel refused a step, or offered no Landlock where its parent found some)
 runs nothing: it never writes to the fd its executor gave it to say "confined" (closed before any of the
@@ -35,8 +35,8 @@ from verify.run.child.recorder import Recorder
 from verify.run.child.streams import JobStreams
 from verify.run.config.settings import ProjectConfig
 from verify.run.config.writable import writable_paths
-from verify.run.sandbox import hardening, reaper
-from verify.run.sandbox.confine import ConfineError, confine
+from verify.sandbox import hardening, reaper
+from verify.sandbox.confine import ConfineError, confine
 from verify.seeds import GATE_SEED_ENV
 
 __all__ = ["UNCONFINED_EXIT", "FreshStreams", "JobPaths", "end_child", "fresh_random_state", "isolate", "prime",
@@ -50,7 +50,7 @@ class JobPaths:
     """Where one child works and what it leaves for the parent."""
 
     base: Path  # the child's own folder: temp dir, journal, result, log
-    project: Path  # its private copy of the project, identical to the pristine tree (`verify.run.sandbox.copies`)
+    project: Path  # its private copy of the project, identical to the pristine tree (`verify.sandbox.copies`)
 
     @property
     def tmp(self) -> Path:

@@ -51,9 +51,9 @@ from verify.run.child.job import (
 from verify.run.child.recorder import Recorder
 from verify.run.config.settings import ProjectConfig
 from verify.run.config.writable import writable_paths
-from verify.run.sandbox import hardening, namespaces, reaper
-from verify.run.sandbox.confine import ConfineError, confine
-from verify.run.sandbox.namespaces import NamespaceError
+from verify.sandbox import hardening, namespaces, reaper
+from verify.sandbox.confine import ConfineError, confine
+from verify.sandbox.namespaces import NamespaceError
 from verify.seeds import GATE_SEED_ENV
 
 __all__ = ["run_zygote"]

@@ -2,7 +2,7 @@
 checks that keep the project itself (and the private copies) out of it.
 
 Configuration only: the settings validate the key with `check_writable`, and a child hands `writable_paths` to
-its confinement (`verify.run.sandbox.confine`), which knows nothing of the key. Knows nothing of Landlock.
+its confinement (`verify.sandbox.confine`), which knows nothing of the key. Knows nothing of Landlock.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from verify.run.child.job import JobPaths
 from verify.run.child.journal import Entries, read_journal
 from verify.run.execution import ceilings
 from verify.run.execution.jobs import Job, JobResult, JobState
-from verify.run.sandbox import hardening, namespaces
+from verify.sandbox import hardening, namespaces
 
 __all__ = ["collect", "death", "job_result", "refusal"]
 
@@ -125,7 +125,7 @@ def collect(
 
 
 def _private_memory_full(result: JobResult, paths: JobPaths, limits: hardening.Ceilings) -> JobResult:
-    """A gate red by ENOSPC when the child's private /dev/shm and TMPDIR (`verify.run.sandbox.namespaces`: one
+    """A gate red by ENOSPC when the child's private /dev/shm and TMPDIR (`verify.sandbox.namespaces`: one
     tmpfs the size of its memory ceiling) were full when it ended: it hit its memory ceiling, and says so."""
     ceiling = limits.memory_bytes
     if not ceiling or namespaces.spent(paths.base) < ceiling - (1 << 20):

@@ -32,9 +32,9 @@ from verify.run.child.zygote import run_zygote
 from verify.run.config.settings import ProjectConfig
 from verify.run.execution.devices import child_environment
 from verify.run.execution.jobs import Job
-from verify.run.sandbox import cgroups, hardening
-from verify.run.sandbox.copies import CopyPool
-from verify.run.sandbox.inventory import Snapshot, diff, snapshot
+from verify.sandbox import cgroups, hardening
+from verify.sandbox.copies import CopyPool
+from verify.sandbox.inventory import Snapshot, diff, snapshot
 
 __all__ = ["SWITCH", "Zygotes"]
 

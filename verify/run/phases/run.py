@@ -4,7 +4,7 @@ order, with what budget; cache hits and stale anchors settled at once), then the
 
 Every final verdict goes into the cache and the partial report as it arrives: a run interrupted, or ended by its
 executor's death (exit code 4), loses nothing it finished, and the next run resumes. At the end the user's tree
-must be byte-identical to what it was at the start (`verify.run.sandbox.guard`). Returns a `RunReport`; never
+must be byte-identical to what it was at the start (`verify.sandbox.guard`). Returns a `RunReport`; never
 prints.
 """
 
@@ -27,8 +27,8 @@ from verify.run.phases.layout_probe import check_sources_imported
 from verify.run.phases.order import expected_s, kill_order, pins_first
 from verify.run.phases.state import Planned, RunState
 from verify.run.phases.verdicts import settle, void
-from verify.run.sandbox import namespaces
-from verify.run.sandbox.guard import TreeGuard
+from verify.sandbox import namespaces
+from verify.sandbox.guard import TreeGuard
 
 __all__ = ["BaselineError", "HarnessError", "Progress", "RunOptions", "SelectionError", "Shard", "run_verify"]
 

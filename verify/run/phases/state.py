@@ -21,7 +21,7 @@ from verify.run.config.settings import ProjectConfig
 from verify.run.execution.jobs import JobResult
 from verify.run.phases import cache as cache_mod
 from verify.run.phases.corroboration import Policy
-from verify.run.sandbox.secrets import Secrets, known
+from verify.sandbox.secrets import Secrets, known
 
 __all__ = ["Planned", "RunState"]
 
@@ -57,8 +57,8 @@ class RunState:
     interrupted_by: str = ""
     lost: str = ""  # why the executor died mid-run (the run ended there), if it did
     harness_errors: tuple[str, ...] = ()
-    confinement: str = ""  # what keeps children out of the user's files (verify.run.sandbox.confine)
-    ceilings: str = ""  # which layer enforces the children's ceilings (verify.run.sandbox.cgroups)
+    confinement: str = ""  # what keeps children out of the user's files (verify.sandbox.confine)
+    ceilings: str = ""  # which layer enforces the children's ceilings (verify.sandbox.cgroups)
     nodes: tuple[tuple[str, str], ...] = ()  # (node, its children's confinement) on a cluster
     plans: dict[str, Planned] = dataclasses.field(default_factory=dict)  # every mutation a gate reaches
     num_jobs: int = 1  # children at once, in every phase

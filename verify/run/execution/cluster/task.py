@@ -25,7 +25,7 @@ from verify.run.config.settings import ProjectConfig
 from verify.run.execution.cluster.server import NodeServer
 from verify.run.execution.cluster.tree import touch, unpacked
 from verify.run.execution.jobs import Job, JobResult
-from verify.run.sandbox.confine import probe as landlock
+from verify.sandbox.confine import probe as landlock
 
 __all__ = ["node_facts", "run_job"]
 

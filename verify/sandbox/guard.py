@@ -1,7 +1,7 @@
 """The run's watch over what the user owns: which confinement its children get, an inventory of the project
 before and after, who was running when something changed, and no process of the run outliving it.
 
-Before the first child the project is inventoried (`verify.run.sandbox.inventory`); the executor is wrapped so that
+Before the first child the project is inventoried (`verify.sandbox.inventory`); the executor is wrapped so that
 each finished job leaves its wall-clock window (its key and when it ran). When the run ends, every process a
 child left behind that escaped its process group (a daemon that called setsid) is killed (the parent is
 their subreaper for the run's length, so they come back to it), and only then is the project inventoried
@@ -11,7 +11,7 @@ tool's cache, the run's own report files and a temp dir inside the project. The 
 while the guard holds (a module it imports late, such as a report module of a project that is this tool,
 would otherwise leave a .pyc in the tree), so a .pyc that appears is always someone else's: a planted one
 would run in the next run's parent. Of the home only the start-up and credential files are
-inventoried (`verify.run.sandbox.inventory.HOME_FILES`); confinement keeps children out of the rest. Knows nothing
+inventoried (`verify.sandbox.inventory.HOME_FILES`); confinement keeps children out of the rest. Knows nothing
 of mutations, verdicts or how the executor starts its children.
 """
 
@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from verify.run.sandbox import reaper
-from verify.run.sandbox.confine import Confinement, probe
-from verify.run.sandbox.inventory import Change, Snapshot, diff, home_paths, snapshot, snapshot_aside
+from verify.sandbox import reaper
+from verify.sandbox.confine import Confinement, probe
+from verify.sandbox.inventory import Change, Snapshot, diff, home_paths, snapshot, snapshot_aside
 
 __all__ = ["TreeGuard"]
 

@@ -1,4 +1,4 @@
-"""The machine's /dev/shm, for children that have no private one (`verify.run.sandbox.namespaces` without its
+"""The machine's /dev/shm, for children that have no private one (`verify.sandbox.namespaces` without its
 `mount` layer): what a job left there, removed when it ends.
 
 /dev/shm is writable to every child by design (POSIX shared memory, multiprocessing's semaphores, torch's

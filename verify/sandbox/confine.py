@@ -6,7 +6,7 @@ itself and its future descendants, for good. Only the rights that change the fil
 everywhere, so the interpreter, the virtualenv and the project are read as before. Each ABI version handles
 what it knows: renames and links across folders from ABI 2 (before it the kernel refuses every one), truncate
 from ABI 3, and from ABI 6 signals and abstract unix sockets that reach outside the child's own processes.
-Landlock does not govern chmod, chown, utime or xattrs: the end-of-run inventory (`verify.run.sandbox.inventory`)
+Landlock does not govern chmod, chown, utime or xattrs: the end-of-run inventory (`verify.sandbox.inventory`)
 reports those in the project. Threads that exist when `confine` runs stay unconfined, so it runs first thing
 in a single-threaded child.
 

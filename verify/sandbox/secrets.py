@@ -2,7 +2,7 @@
 
 A forked child inherits its parent's memory and the environment block its parent was exec'd with (what
 `/proc/<pid>/environ` shows), whatever `os.environ` says. So cleaning a child's `os.environ`
-(`verify.run.sandbox.hardening`) is not enough: the `dflash` program re-executes itself once, at the start of a
+(`verify.sandbox.hardening`) is not enough: the `dflash` program re-executes itself once, at the start of a
 run that forks its children here, with the denylisted variables (`hardening.is_secret`) removed
 (`reexec_clean`), before torch, pytest or the project is imported. From then on no process of the run holds a
 secret, in its environment block or in its memory. The values themselves never cross the exec: only their
@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from verify.run.sandbox.hardening import clean_environment, is_secret
+from verify.sandbox.hardening import clean_environment, is_secret
 
 __all__ = ["MIN_LENGTH", "REDACTED", "Secrets", "is_program", "known", "reexec_clean", "start"]
 

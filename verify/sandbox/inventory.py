@@ -10,7 +10,7 @@ alone is compared by what it records (`git ls-files --stage`), since an editor's
 with the same entries. Left out: the tool's own cache folder and the report files the run writes.
 
 Each change keeps the time it happened (its ctime, or its folder's for a removal), which is how
-`verify.run.sandbox.guard` names the child that made it. This module knows nothing of children or reports.
+`verify.sandbox.guard` names the child that made it. This module knows nothing of children or reports.
 """
 
 from __future__ import annotations

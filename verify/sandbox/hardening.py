@@ -11,7 +11,7 @@ first pick when memory runs out, and ceilings on memory and file size.
 - The environment the kernel shows (`/proc/self/environ`: the block the process was exec'd with, which a fork
   inherits whatever Python's `os.environ` says) has every denylisted entry overwritten with NUL bytes in place
   (`scrub_environ_block`), so a child cannot read a secret there even where its parent was started with one.
-  Its memory may still hold what its parent held; `verify.run.sandbox.secrets` keeps the CLI's parent clean.
+  Its memory may still hold what its parent held; `verify.sandbox.secrets` keeps the CLI's parent clean.
 - stdin is /dev/null: a gate that reads the terminal gets end of file, never the user's keystrokes.
 - `oom_score_adj` 1000 (an unprivileged process may always raise its own): when the machine runs out of
   memory the kernel kills a child, never the harness above it.

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from verify.run.sandbox import layers, reaper
+from verify.sandbox import layers, reaper
 
 __all__ = ["HELPERS", "LAYERS", "SWITCH", "NamespaceError", "Namespaces", "enter", "entered", "helpers",
            "private_bytes", "probe", "spent"]  # fmt: skip

@@ -7,5 +7,6 @@ the harness's secrets out of its reach and out of the reports (`secrets`), the r
 started (`reaper`), the inventory and guard that prove the user's tree unchanged (`inventory`, `guard`), and
 the private copies children work in (`private_copy`: which files and copying them; `copies`: one kept for the
 next child).
-The security boundary, readable as one unit: imports nothing else of `verify.run`.
+The security boundary, readable as one unit: a service the run, `observe` and `sweep` all use, it imports
+nothing of theirs (nor of `verify.config`).
 """

@@ -5,7 +5,7 @@ The caller makes itself their subreaper first (`become_subreaper`), so a process
 it instead of to init. `end_children` then stops each child before listing its children (a stopped process
 cannot fork, so none is missed), from the top down, kills them all, reaps its own, and goes round again for the
 orphans that came back meanwhile, until none is left or the time is up. The run's parent does this when the run
-ends (`verify.run.sandbox.guard`), each forked child when its job ends and the executor's parent after every job
+ends (`verify.sandbox.guard`), each forked child when its job ends and the executor's parent after every job
 however it ended (`verify.run.execution.fork`: `end_tree` for a child it ends, `end_children` for what came back to
 it), so a daemon a mutant started dies with its job, before another job's window opens. `tree` and
 `running_tasks` and `resident_bytes` let the parent watch a job's processes (how many; how many are on a CPU

@@ -1,4 +1,4 @@
-"""The system calls behind each namespace layer (`verify.run.sandbox.namespaces`), through ctypes: unshare(2),
+"""The system calls behind each namespace layer (`verify.sandbox.namespaces`), through ctypes: unshare(2),
 the id maps of a user namespace, mount(2) of a private /proc and tmpfs, the loopback device brought up,
 capabilities dropped, and what the processes above a job in its PID namespace need (descriptors closed, an end
 that mirrors the job's). Each raises OSError naming the step and the errno. Knows nothing of children or jobs.

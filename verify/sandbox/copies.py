@@ -1,6 +1,6 @@
 """The private copies of the project that an executor's children work in, each serving one child at a time.
 
-A copy is made from the executor's pristine tree and inventoried (`verify.run.sandbox.inventory`) before any
+A copy is made from the executor's pristine tree and inventoried (`verify.sandbox.inventory`) before any
 child sees it. When its child is over, and nothing the child started is left running, the copy is inventoried
 again: a copy left exactly as it was made (no entry added, removed or changed; a write, a rename, a chmod or a
 utime each move a ctime, which no process can set) serves the next child, and any other is deleted. So every
@@ -16,7 +16,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from verify.run.sandbox.inventory import Snapshot, diff, snapshot
+from verify.sandbox.inventory import Snapshot, diff, snapshot
 
 __all__ = ["CopyPool"]
 
