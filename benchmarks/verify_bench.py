@@ -90,8 +90,8 @@ def _naive_one(mutation: object, gates: list[str]) -> bool:
 def run_naive(report: dict, workers: int) -> tuple[float, dict[str, bool]]:
     """The same mutations against the same gates verify ran for each, in its order, `workers` fresh pytest
     processes at once."""
-    from verify.run.config.catalog import load_mutations
-    from verify.run.config.settings import load_config
+    from verify.config.catalog import load_mutations
+    from verify.config.settings import load_config
 
     mutations = load_mutations(load_config(ROOT))
     ran = {m["name"]: m["ran"] for m in report["mutations"] if m["ran"]}

@@ -9,12 +9,13 @@ The names load lazily (PEP 562 `__getattr__`): `from verify import Mutation` imp
 so a catalog stays light and `dflash --help` never pays for torch; the re-exported modules never import this
 list back.
 
-The map: `cli` (the `dflash` command), `run` (a verify run: its configuration, children, executors and phases),
-`sandbox` (what keeps a mutant in its box, for the run, observe and the sweep), `report` (the verdict model and
-every renderer), `observe` (what a mutant changes, step by step), `propose` (mutations proposed from the engine's
-syntax trees), `sweep` (mutmut's operator mutants), `fixtures` (the shipped fixture pairs and their audit),
-`gatekit` (the engine-agnostic checks), `mutation` (the record, its registry and how a mutation is applied),
-`templates` (bug-class templates), `seeds` (the gate seed), `compat` (the Python 3.10 shims).
+The map: `cli` (the `dflash` command), `run` (a verify run: its children, executors and phases), `config` (the
+`[tool.dflash]` table read and validated, the catalog it names, `dflash init`'s library), `sandbox` (what keeps a
+mutant in its box, for the run, observe and the sweep), `report` (the verdict model and every renderer), `observe`
+(what a mutant changes, step by step), `propose` (mutations proposed from the engine's syntax trees), `sweep`
+(mutmut's operator mutants), `fixtures` (the shipped fixture pairs and their audit), `gatekit` (the engine-agnostic
+checks), `mutation` (the record, its registry and how a mutation is applied), `templates` (bug-class templates),
+`seeds` (the gate seed), `compat` (the Python 3.10 shims).
 
 `verify` may import `runner`; `runner` never imports `verify`.
 """

@@ -274,9 +274,9 @@ def test_a_commands_table_and_a_detail_hint_are_drawn_by_the_html_and_terminal_r
 def test_the_catalog_on_a_terminal_fits_the_width_and_cuts_nothing(width: int) -> None:
     from pathlib import Path
 
+    from verify.config.catalog import load_mutations
+    from verify.config.settings import load_config
     from verify.report.catalog_view import render_mutations
-    from verify.run.config.catalog import load_mutations
-    from verify.run.config.settings import load_config
 
     mutations = load_mutations(load_config(Path(__file__).resolve().parents[2]))
     console = Console(width=width, record=True, file=io.StringIO(), color_system=None, force_terminal=True)

@@ -33,8 +33,8 @@ def test_threads():
 
 @pytest.mark.parametrize("children, expected", [(1, 8), (2, 4)])
 def test_a_childs_gates_run_on_its_share_cold_and_warm(tmp_path, hostile_project, monkeypatch, children, expected):
+    from verify.config.settings import load_config
     from verify.mutation import Mutation
-    from verify.run.config.settings import load_config
     from verify.run.execution.fork import Executor, Job
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))

@@ -223,8 +223,8 @@ def test_below_abi_6_confinement_is_partial_and_says_what_it_lacks(abi: int, des
 def test_a_child_that_was_to_be_confined_and_is_not_runs_no_gate(toy_copy, monkeypatch) -> None:
     # The parent found Landlock; its child's own probe then finds none (the switch flipped under it, as a node's
     # kernel could refuse at run time): the child runs nothing, and says so, as harness trouble.
+    from verify.config.settings import load_config
     from verify.report.verdict import Outcome
-    from verify.run.config.settings import load_config
     from verify.run.execution.fork import Executor
     from verify.run.execution.jobs import Job
 
@@ -243,8 +243,8 @@ def test_a_child_that_was_to_be_confined_and_is_not_runs_no_gate(toy_copy, monke
 def test_a_mutant_exiting_with_the_unconfined_code_is_a_crash_not_harness_trouble(toy_copy) -> None:
     # Only the child, before any of the mutant's code runs, can say it was confined: a mutant that exits with
     # the code an unconfined child uses is a child that died, judged like any crash.
+    from verify.config.settings import load_config
     from verify.run.child.job import UNCONFINED_EXIT
-    from verify.run.config.settings import load_config
     from verify.run.execution.fork import Executor
     from verify.run.execution.jobs import Job
 

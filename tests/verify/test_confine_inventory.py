@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from verify.run.config.settings import ConfigError, ProjectConfig
-from verify.run.config.writable import writable_paths
+from verify.config.settings import ConfigError, ProjectConfig
+from verify.config.writable import writable_paths
 from verify.sandbox.inventory import diff, home_paths, snapshot
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from verify.run.config.settings import ConfigError, JobResources, ProjectConfig, load_config, with_overrides
+from verify.config.settings import ConfigError, JobResources, ProjectConfig, load_config, with_overrides
 from verify.run.execution.devices import DeviceError, DevicePool, visible_devices
 from verify.run.execution.fork import Executor
 from verify.run.execution.jobs import Job
@@ -142,7 +142,7 @@ import json, sys
 from pathlib import Path
 from verify.run.execution.fork import Executor
 from verify.run.execution.jobs import Job
-from verify.run.config.settings import load_config, with_overrides
+from verify.config.settings import load_config, with_overrides
 root = Path(sys.argv[1])
 arith = (root / "toy/arith.py").read_text()
 on_gpu = ("import os; return int((__import__('torch').tensor(a, device='cuda') * b).item()) "

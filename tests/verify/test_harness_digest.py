@@ -44,7 +44,7 @@ def test_the_seeds_and_the_crash_kinds_are_covered_with_the_verdict_model_the_ru
     for name in ("verify.seeds", "verify.report.crashes", "verify.report.verdict", "verify.report.decode",
                  "verify.mutation", "verify.run.phases.judge", "verify.run.child.recorder", "verify"):  # fmt: skip
         assert name in covered, name
-    for root in ("run", "sandbox", "gatekit"):  # every module of the run, its sandbox and the gate kit the gates call
+    for root in ("run", "config", "sandbox", "gatekit"):  # the run, its configuration and sandbox, the gate kit
         assert set((PACKAGE / root).rglob("*.py")) <= set(covered.values()), root
     assert covered["verify.seeds"] == PACKAGE / "seeds.py"
     assert harness_digest() == harness_digest_bytes().hex() and harness_digest_bytes(PACKAGE) == harness_digest_bytes()

@@ -11,10 +11,10 @@ from typer.testing import CliRunner
 
 from verify.cli import app
 from verify.compat import tomllib
-from verify.run.config.catalog import load_mutations
-from verify.run.config.kit_gates import statistical_gates
-from verify.run.config.scaffold import detect
-from verify.run.config.settings import load_config
+from verify.config.catalog import load_mutations
+from verify.config.kit_gates import statistical_gates
+from verify.config.scaffold import detect
+from verify.config.settings import load_config
 
 ACCEPT = (
     "def accept(p, q, x, u):\n    ratio = p[x] / q[x]\n    return u < ratio\n\n\ndef scale(x, k):\n    return x * k\n"

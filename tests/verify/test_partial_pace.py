@@ -5,10 +5,10 @@ as it comes, and the run's end hands on the whole report (verify.run.phases.run)
 
 from __future__ import annotations
 
+from verify.config.selection import RunOptions
+from verify.config.settings import load_config
 from verify.mutation import Mutation
 from verify.report.verdict import MutationResult, Status
-from verify.run.config.selection import RunOptions
-from verify.run.config.settings import load_config
 from verify.run.phases import state as state_mod
 from verify.run.phases.cache import ResultCache
 from verify.run.phases.state import RunState

@@ -195,7 +195,7 @@ from pathlib import Path
 import ray
 from verify.run.execution.cluster import driver
 from verify.run.execution.jobs import Job
-from verify.run.config.settings import load_config
+from verify.config.settings import load_config
 
 driver.BACKSTOP_SCALE, driver.BACKSTOP_GRACE_S = 0.0, {BACKSTOP_S}
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import time
 
-from verify.run.config.project import project_files
-from verify.run.config.settings import load_config
+from verify.config.project import project_files
+from verify.config.settings import load_config
 from verify.run.execution.cluster import tree
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from verify.run.config.settings import load_config
+from verify.config.settings import load_config
 from verify.run.phases.checks import _sources, in_root
 
 

@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from tests.verify.arith_texts import CORE, GATES
+from verify.config.settings import load_config
 from verify.mutation import Mutation
 from verify.report.crashes import CrashKind
 from verify.report.files import read_json
 from verify.report.matrix import LEGEND, build_matrix
 from verify.report.verdict import Status
-from verify.run.config.settings import load_config
 from verify.run.execution.fork import Executor, Job
 from verify.sandbox.hardening import clean_environment
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.verify.arith_texts import CORE, GATES
+from verify.config.settings import load_config
 from verify.mutation import Mutation
 from verify.report.crashes import CrashKind
 from verify.report.files import read_json
 from verify.report.verdict import Status
-from verify.run.config.settings import load_config
 from verify.run.execution.fork import Executor, Job
 from verify.sandbox import cgroups
 

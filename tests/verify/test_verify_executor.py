@@ -8,11 +8,11 @@ import time
 
 import pytest
 
+from verify.config.catalog import load_mutations
+from verify.config.project import project_files
+from verify.config.settings import ConfigError, load_config
 from verify.mutation import Mutation
 from verify.report.verdict import MutationResult, Status
-from verify.run.config.catalog import load_mutations
-from verify.run.config.project import project_files
-from verify.run.config.settings import ConfigError, load_config
 from verify.run.execution.ceilings import load_scale
 from verify.run.execution.fork import Executor, Job
 from verify.run.execution.overtime import limit_s

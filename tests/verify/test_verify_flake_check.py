@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from verify.config.settings import ProjectConfig
 from verify.report.verdict import Baseline, GateOutcome, Outcome
-from verify.run.config.settings import ProjectConfig
 from verify.run.execution.jobs import JobResult
 from verify.run.phases.cache import ResultCache
 from verify.run.phases.checks import flake_jobs, flaky_in

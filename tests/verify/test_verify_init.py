@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from verify.cli import app
 from verify.compat import tomllib
-from verify.run.config.scaffold import ScaffoldError, detect
+from verify.config.scaffold import ScaffoldError, detect
 
 OPS = "def scale(x, k):\n    if k == 0:\n        return 0\n    return x * k\n"
 PYPROJECT = '[project]\nname = "calc"\nversion = "0.1"\n\n[tool.pytest.ini_options]\naddopts = "--strict-markers -q"\n'

@@ -251,15 +251,15 @@ def _move(root: Path, old: str, new: str) -> None:
 
 
 def test_the_embedded_catalog_still_loads_for_this_repository() -> None:
-    from verify.run.config.catalog import load_mutations
-    from verify.run.config.settings import load_config
+    from verify.config.catalog import load_mutations
+    from verify.config.settings import load_config
 
     repo = Path(__file__).resolve().parents[2]
     assert len(load_mutations(load_config(repo))) >= 30
 
 
 def test_probe_refuses_a_baseline_that_ran_no_source_line(tmp_path: Path) -> None:
-    from verify.run.config.settings import ConfigError, load_config
+    from verify.config.settings import ConfigError, load_config
     from verify.run.phases.layout_probe import check_sources_imported
 
     config = load_config(make_project(tmp_path / "project", "src"))
@@ -272,7 +272,7 @@ def test_count_is_a_key_and_a_flag(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from verify.cli.verify import verify_app
-    from verify.run.config.settings import load_config, with_overrides
+    from verify.config.settings import load_config, with_overrides
 
     root = make_project(tmp_path / "project", "flat")
     assert load_config(root).count == "killed"
@@ -285,8 +285,8 @@ def test_count_is_a_key_and_a_flag(tmp_path: Path) -> None:
 def test_a_gate_file_brings_its_folder_and_exclude_leaves_files_out_of_the_copy() -> None:
     import dataclasses
 
-    from verify.run.config.project import project_files
-    from verify.run.config.settings import load_config
+    from verify.config.project import project_files
+    from verify.config.settings import load_config
 
     repo = load_config(Path(__file__).resolve().parents[2])
     one_file = dataclasses.replace(repo, gates=("tests/gates/test_gate_trace.py",))

@@ -10,12 +10,12 @@ import time
 import _pytest.reports
 import pytest
 
+from verify.config.settings import ConfigError, ProjectConfig
 from verify.report.decode import result_from_dict
 from verify.report.verdict import GateOutcome, Outcome, Status
 from verify.run.child.integrity import Snapshot
 from verify.run.child.journal import Journal, Reader, new_key, read_journal
 from verify.run.child.recorder import Recorder
-from verify.run.config.settings import ConfigError, ProjectConfig
 from verify.run.execution.overtime import GateClock, job_budget, limit_s
 from verify.run.phases.corroboration import Policy
 from verify.run.phases.judge import tampered, verdict

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from verify.config.project import CACHE_DIR, project_files, run_writes
+from verify.config.settings import load_config
 from verify.report.files import read_json
 from verify.report.verdict import Status
-from verify.run.config.project import CACHE_DIR, project_files, run_writes
-from verify.run.config.settings import load_config
 
 CALC = """import os
 

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from verify.run.config.settings import load_config
+from verify.config.settings import load_config
 from verify.run.execution.fork import Executor, Job
 
 ARITH = "toy/arith.py"

@@ -146,13 +146,13 @@ def verify(
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
+    from verify.config.catalog import StaleAnchorError, load_mutations, stale_anchors
+    from verify.config.settings import ConfigError, load_config, with_overrides
     from verify.mutation import MutationError
     from verify.report.files import write_json
     from verify.report.progress import PhaseProgress
     from verify.report.terminal import render_ceilings, render_confinement, render_error, render_node_confinement
     from verify.report.verdict import RunReport
-    from verify.run.config.catalog import StaleAnchorError, load_mutations, stale_anchors
-    from verify.run.config.settings import ConfigError, load_config, with_overrides
     from verify.run.execution.interrupts import interrupt_signal
     from verify.run.execution.jobs import ExecutorLost
     from verify.run.phases.cache import ChangedSinceError, ResultCache

@@ -56,7 +56,7 @@ def _child(job: dict[str, Any], spec: dict[str, Any], pristine: Any, out: Path, 
     code = 0
     mine = out / spec["id"]
     try:
-        from verify.run.config.writable import writable_paths
+        from verify.config.writable import writable_paths
         from verify.sandbox import hardening, reaper
         from verify.sandbox.confine import confine
 

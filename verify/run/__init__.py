@@ -1,7 +1,5 @@
 """The run: from a project's `[tool.dflash]` table to a `RunReport`, one sub-package per concern.
 
-- `config/`: what the run is asked to do (settings, the catalog, the project's files, the selection, `init`'s
-  scaffold, the `writable` key). Imports nothing else of the run.
 - `child/`: what runs after fork (one job's life, the gate recorder and the p-value a red gate states, the
   child's half of coverage, the warm worker and its hot swap).
 - `execution/`: how jobs reach children (the job records, the fork executor and its warm workers, devices,
@@ -11,11 +9,11 @@
   layout probe, the cache, the coverage map, report details).
 - `harness` (the digest of the harness's code) stands flat.
 
-Imports point down: phases -> execution -> child -> config, and every one may use `verify.sandbox` (what
-keeps a mutant in its box, shared with observe and the sweep) and anything may use `harness`;
-tests/test_layout.py enforces it. The run may import `runner`, `verify.mutation` and `verify.report`
-(to build verdict records), never `verify.cli` or `verify.sweep`. It never prints: it returns records and
-reports progress through callbacks.
+Imports point down: phases -> execution -> child, and every one may use `verify.config` (what the run is asked to
+do) and `verify.sandbox` (what keeps a mutant in its box), the services the run shares with observe and the sweep,
+and anything may use `harness`; tests/test_layout.py enforces it. The run may import `runner`, `verify.mutation`
+and `verify.report` (to build verdict records), never `verify.cli` or `verify.sweep`. It never prints: it returns
+records and reports progress through callbacks.
 
 A job's path, process by process:
 

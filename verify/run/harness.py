@@ -2,14 +2,15 @@
 
 Which modules those are is derived from the code, never listed by hand: every module of the run (`verify.run`: its
 phases, executors and children reach the verdicts, and any of them may be started by name, as a Ray node's server
-is), of the sandbox the children run in (`verify.sandbox`) and of the gate kit (`verify.gatekit`: the gates call it
-and its comparisons decide a gate's outcome, yet no project file holds it) and, transitively, every module of
-`verify` one of them imports, read from their import statements with `ast` (those inside functions and under
-`TYPE_CHECKING` included, and a string that names a module, as `python -m` or `importlib` takes it), with the
-packages above each (their `__init__` runs on import). So the verdict model and its decoder, how a crash is
-classified (`verify.report.crashes`), the seeds a confirmation uses (`verify.seeds`) and the mutation record are
-covered today, and a module the verdict code starts importing tomorrow is covered with no edit here; a renderer the
-run never imports (the HTML, the terminal) is not, so a change to how a report looks re-runs nothing.
+is), of its configuration (`verify.config`) and of the sandbox the children run in (`verify.sandbox`) and of the
+gate kit (`verify.gatekit`: the gates call it and its comparisons decide a gate's outcome, yet no project file
+holds it) and, transitively, every module of `verify` one of them imports, read from their import statements with
+`ast` (those inside functions and under `TYPE_CHECKING` included, and a string that names a module, as `python -m`
+or `importlib` takes it), with the packages above each (their `__init__` runs on import). So the verdict model and
+its decoder, how a crash is classified (`verify.report.crashes`), the seeds a confirmation uses (`verify.seeds`)
+and the mutation record are covered today, and a module the verdict code starts importing tomorrow is covered with
+no edit here; a renderer the run never imports (the HTML, the terminal) is not, so a change to how a report looks
+re-runs nothing.
 
 The result cache keys every entry on the digest (a change to how verdicts are reached re-runs everything) and
 the Ray preflight compares it across nodes (a node running other harness code would reach other verdicts). A
@@ -26,7 +27,7 @@ from pathlib import Path
 __all__ = ["harness_digest", "harness_digest_bytes", "harness_modules"]
 
 _PACKAGE = Path(__file__).parents[1]  # the `verify` package this module belongs to
-_ROOTS = ("run", "sandbox", "gatekit")  # the sub-packages whose every module is verdict code
+_ROOTS = ("run", "config", "sandbox", "gatekit")  # the sub-packages whose every module is verdict code
 
 
 def _module_files(package: Path) -> dict[str, Path]:

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verify.config.settings import ProjectConfig
+from verify.config.writable import writable_paths
 from verify.report.verdict import Status
-from verify.run.config.settings import ProjectConfig
-from verify.run.config.writable import writable_paths
 from verify.run.phases import cache
 from verify.sandbox import hardening
 from verify.sandbox.guard import TreeGuard

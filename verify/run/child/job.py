@@ -29,12 +29,12 @@ from typing import Any, NoReturn
 
 import pytest
 
+from verify.config.settings import ProjectConfig
+from verify.config.writable import writable_paths
 from verify.mutation.apply import MutantFinder
 from verify.run.child import coverage
 from verify.run.child.recorder import Recorder
 from verify.run.child.streams import JobStreams
-from verify.run.config.settings import ProjectConfig
-from verify.run.config.writable import writable_paths
 from verify.sandbox import hardening, reaper
 from verify.sandbox.confine import ConfineError, confine
 from verify.seeds import GATE_SEED_ENV
@@ -233,7 +233,7 @@ def run_child(
         paths.journal, config.invariant_errors, cov, job.force_fail, job.stop_after, claims, dict(job.deadlines),
         load_scale, end_now if cov is None else None, key,
     )  # fmt: skip
-    # Excluded files are absent from the copy (`verify.run.config.project`), so only `pytest_args` is added here.
+    # Excluded files are absent from the copy (`verify.config.project`), so only `pytest_args` is added here.
     args = [*(job.gate_ids or config.gates), *config.marker_args, "-p", "no:cacheprovider", "-q", *config.pytest_args]
     args += ["--rootdir", str(private)]
     own_streams = JobStreams(paths.streams, config.output_max_mb << 20)

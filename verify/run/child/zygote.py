@@ -37,6 +37,8 @@ from typing import Any
 
 import pytest
 
+from verify.config.settings import ProjectConfig
+from verify.config.writable import writable_paths
 from verify.mutation.apply import MutantFinder
 from verify.run.child import coverage, hotswap, streams
 from verify.run.child.job import (
@@ -49,8 +51,6 @@ from verify.run.child.job import (
     write_result,
 )
 from verify.run.child.recorder import Recorder
-from verify.run.config.settings import ProjectConfig
-from verify.run.config.writable import writable_paths
 from verify.sandbox import hardening, namespaces, reaper
 from verify.sandbox.confine import ConfineError, confine
 from verify.sandbox.namespaces import NamespaceError

@@ -17,8 +17,8 @@ import signal
 from collections.abc import Sequence
 from pathlib import Path
 
+from verify.config.settings import ProjectConfig
 from verify.run.child.streams import OUTPUT_EXIT
-from verify.run.config.settings import ProjectConfig
 from verify.sandbox import cgroups, hardening, namespaces, reaper
 
 __all__ = ["check", "died_at", "for_child", "harness_job", "kernel", "load_scale", "output", "threads_per_child"]

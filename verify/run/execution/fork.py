@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from verify.config.project import project_files
+from verify.config.settings import ProjectConfig
 from verify.run.child import integrity
 from verify.run.child.job import UNCONFINED_EXIT, JobPaths, end_child, prime, run_child, warm_pytest
 from verify.run.child.journal import new_key
-from verify.run.config.project import project_files
-from verify.run.config.settings import ProjectConfig
 from verify.run.execution import ceilings, exits
 from verify.run.execution.devices import DevicePool, check_cuda_untouched, child_environment, visible_devices
 from verify.run.execution.jobs import Job, JobResult, JobState

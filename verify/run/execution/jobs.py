@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from verify.compat import StrEnum
+from verify.config.settings import ProjectConfig
 from verify.report.verdict import GateOutcome
-from verify.run.config.settings import ProjectConfig
 
 __all__ = ["ExecutorLost", "Job", "JobExecutor", "JobResult", "JobState"]
 

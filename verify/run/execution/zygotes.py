@@ -27,9 +27,9 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from verify.config.settings import ProjectConfig
 from verify.run.child.job import JobPaths
 from verify.run.child.zygote import run_zygote
-from verify.run.config.settings import ProjectConfig
 from verify.run.execution.devices import child_environment
 from verify.run.execution.jobs import Job
 from verify.sandbox import cgroups, hardening

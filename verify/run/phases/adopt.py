@@ -3,7 +3,7 @@ a process of its own) to learn which files cannot be collected in this environme
 that adopts the suite (every test a gate unless a marker is named, the failing files excluded), and check the
 result by running the baseline once, as `dflash verify` would.
 
-The layout, the example mutation and the file writing are `verify.run.config.scaffold`'s; this module adds what an
+The layout, the example mutation and the file writing are `verify.config.scaffold`'s; this module adds what an
 existing suite needs. It never prints: the CLI renders what it returns.
 """
 
@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from verify.compat import tomllib
-from verify.run.config.collect_probe import reason
-from verify.run.config.kit_gates import statistical_gates
-from verify.run.config.scaffold import GATES, Scaffold, ScaffoldError
-from verify.run.config.settings import ConfigError, ProjectConfig
+from verify.config.collect_probe import reason
+from verify.config.kit_gates import statistical_gates
+from verify.config.scaffold import GATES, Scaffold, ScaffoldError
+from verify.config.settings import ConfigError, ProjectConfig
 
 __all__ = ["Adoption", "BaselineCheck", "Suite", "check_baseline", "collect", "find_suite", "project_config"]
 
@@ -176,7 +176,7 @@ def collect(scaffold: Scaffold, suite: Suite, marker: str = "") -> Adoption:
     with tempfile.TemporaryDirectory(prefix="dflash-init-") as tmp:
         out = Path(tmp) / "collected.json"
         marker_args = ["-m", marker] if marker else []
-        command = [sys.executable, "-m", "verify.run.config.collect_probe", str(out), *suite.paths, *marker_args]
+        command = [sys.executable, "-m", "verify.config.collect_probe", str(out), *suite.paths, *marker_args]
         command += ["--rootdir", str(root), *pytest_args]
         try:
             done = subprocess.run(
@@ -222,8 +222,8 @@ class BaselineCheck:
 
 def check_baseline(root: Path) -> BaselineCheck:
     """Load the written table and run the baseline and the harness self-check once, no cache read or written."""
-    from verify.run.config.catalog import load_mutations
-    from verify.run.config.settings import load_config
+    from verify.config.catalog import load_mutations
+    from verify.config.settings import load_config
     from verify.run.execution.choice import open_executor
     from verify.run.phases import cache as cache_mod
     from verify.run.phases.checks import BaselineError, HarnessError, Silent, run_pristine

@@ -15,10 +15,10 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from verify.config.project import project_files
+from verify.config.settings import ProjectConfig
 from verify.report.decode import baseline_from_dict
 from verify.report.verdict import Baseline, GateOutcome, Outcome
-from verify.run.config.project import project_files
-from verify.run.config.settings import ProjectConfig
 from verify.run.execution.jobs import Job, JobExecutor, JobResult, JobState
 from verify.run.phases import cache as cache_mod
 

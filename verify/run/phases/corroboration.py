@@ -38,8 +38,8 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from verify.config.settings import ProjectConfig
 from verify.report.verdict import Corroboration, GateOutcome, MutationResult, Outcome, Status, matches_gate
-from verify.run.config.settings import ProjectConfig
 from verify.seeds import CONFIRM_SEED
 
 __all__ = ["AWAITING", "Policy", "may_replay", "needs_second_attempt", "reason"]

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from verify.config.selection import RunOptions, SelectionError, Shard, select
+from verify.config.settings import ProjectConfig
 from verify.mutation import Mutation
 from verify.mutation.apply import Stale, apply_mutation
 from verify.report.verdict import MutationResult, RunReport, Status
-from verify.run.config.selection import RunOptions, SelectionError, Shard, select
-from verify.run.config.settings import ProjectConfig
 from verify.run.execution.choice import open_executor
 from verify.run.execution.interrupts import interrupt_signal, signals_as_interrupts
 from verify.run.execution.jobs import ExecutorLost

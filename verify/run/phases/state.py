@@ -13,11 +13,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from verify.config.selection import RunOptions
+from verify.config.settings import ProjectConfig
 from verify.mutation import Mutation
 from verify.mutation.apply import Applied
 from verify.report.verdict import Baseline, GateOutcome, MutationResult, RunReport
-from verify.run.config.selection import RunOptions
-from verify.run.config.settings import ProjectConfig
 from verify.run.execution.jobs import JobResult
 from verify.run.phases import cache as cache_mod
 from verify.run.phases.corroboration import Policy

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import verify
-from verify.run.config.settings import ProjectConfig
+from verify.config.settings import ProjectConfig
 from verify.run.execution.jobs import ExecutorLost, Job, JobResult
 from verify.sandbox.confine import switched_off
 

@@ -27,7 +27,7 @@ import traceback
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from verify.run.config.settings import ProjectConfig
+from verify.config.settings import ProjectConfig
 from verify.run.execution.jobs import Job, JobResult
 from verify.sandbox.hardening import clean_environment
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import ray
 
-from verify.run.config.settings import ProjectConfig
+from verify.config.settings import ProjectConfig
 from verify.run.execution.cluster.server import NodeServer
 from verify.run.execution.cluster.tree import touch, unpacked
 from verify.run.execution.jobs import Job, JobResult

@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from verify.run.config.resources import ConfigError, JobResources
-from verify.run.config.writable import check_writable
+from verify.config.resources import ConfigError, JobResources
+from verify.config.writable import check_writable
 
 __all__ = [
     "CONFIG_PAGE", "COUNTS", "DEVICES", "EXECUTORS", "LIST_FORMS", "STRING_LISTS", "check_values", "not_a_list",

@@ -4,7 +4,7 @@ told from the files alone: importlib's path finders locate the module, `ast` rea
 Never imports it: loading it would load the engine, torch and all, into every command that reads the
 configuration. The private copy holds the source roots and the gates only, so a module of the project
 elsewhere is not there; an installed (or editable) package is found as the parent finds it. Knows nothing
-of the settings record: `verify.run.config.settings` asks with plain values and raises its own error.
+of the settings record: `verify.config.settings` asks with plain values and raises its own error.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
-from verify.run.config.settings import ProjectConfig
+from verify.config.settings import ProjectConfig
 
 __all__ = ["CACHE_DIR", "project_files", "run_writes"]
 

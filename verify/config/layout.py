@@ -2,7 +2,7 @@
 import name resolves inside the project at all.
 
 Pure paths and `importlib.util.find_spec` on top-level names (which imports nothing); knows nothing of
-`[tool.dflash]`, pytest or forking. `verify.run.config.settings` uses it to refuse a catalog or a layout that would
+`[tool.dflash]`, pytest or forking. `verify.config.settings` uses it to refuse a catalog or a layout that would
 otherwise turn into silent survivals.
 """
 

@@ -1,7 +1,7 @@
 """What one job reserves on a Ray cluster (`[tool.dflash] job_resources`), and `ConfigError`, the error every
 unusable `[tool.dflash]` value raises (CLI exit code 2).
 
-A leaf below `verify.run.config.settings`, which re-exports both; it knows nothing of the rest of the table.
+A leaf below `verify.config.settings`, which re-exports both; it knows nothing of the rest of the table.
 """
 
 from __future__ import annotations

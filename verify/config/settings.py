@@ -1,7 +1,7 @@
 """A project's `[tool.dflash]` settings.
 
 This module owns reading pyproject.toml into a validated, frozen `ProjectConfig`; importing the catalog it
-names is `verify.run.config.catalog`'s, and the files a run copies are `verify.run.config.project`'s. It knows
+names is `verify.config.catalog`'s, and the files a run copies are `verify.config.project`'s. It knows
 nothing of pytest, forking or reports.
 """
 
@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from verify.compat import tomllib
-from verify.run.config.factory import factory_problem
-from verify.run.config.resources import ConfigError, JobResources
-from verify.run.config.values import DEVICES, EXECUTORS, STRING_LISTS, check_values, not_a_list, unknown_keys
-from verify.run.config.writable import WRITABLE_DOC
+from verify.config.factory import factory_problem
+from verify.config.resources import ConfigError, JobResources
+from verify.config.values import DEVICES, EXECUTORS, STRING_LISTS, check_values, not_a_list, unknown_keys
+from verify.config.writable import WRITABLE_DOC
 
 __all__ = ["DEVICES", "EXECUTORS", "ConfigError", "JobResources", "ProjectConfig", "load_config", "with_overrides"]
 
@@ -130,7 +130,7 @@ class ProjectConfig:
         JobResources, "What each job reserves on a Ray cluster, e.g. {num_cpus = 1, num_gpus = 1}; only "
         "`--executor ray` reads it.",
     )  # fmt: skip
-    writable: tuple[str, ...] = _key((), WRITABLE_DOC)  # see verify.run.config.writable
+    writable: tuple[str, ...] = _key((), WRITABLE_DOC)  # see verify.config.writable
     observe: str = _key(
         "", "Your engine's observer factory, 'module:function', for `dflash verify explain`. Its module must lie "
         "in a source root (or be installed), and define the function; otherwise exit 2.",

@@ -9,10 +9,10 @@ import importlib
 import pkgutil
 import sys
 
+from verify.config.layout import mutation_file_problem, namespace_root_problem, resolves_inside
+from verify.config.settings import ConfigError, ProjectConfig
 from verify.mutation import Mutation, MutationError, all_mutations, reset_registry
 from verify.mutation.apply import Stale, apply_mutation
-from verify.run.config.layout import mutation_file_problem, namespace_root_problem, resolves_inside
-from verify.run.config.settings import ConfigError, ProjectConfig
 
 __all__ = ["StaleAnchorError", "check_mutation_files", "load_mutations", "stale_anchors"]
 

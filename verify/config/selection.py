@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from verify.config.settings import ProjectConfig
 from verify.mutation import Mutation, unknown_names
-from verify.run.config.settings import ProjectConfig
 
 __all__ = ["RunOptions", "SelectionError", "Shard", "select"]
 
