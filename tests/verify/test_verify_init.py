@@ -203,7 +203,7 @@ def test_verify_after_adoption_with_a_gate_file_whose_conftest_imports_a_sibling
     ids=["folders", "root-file-beside-environments", "testpaths", "no-tests"],
 )  # fmt: skip
 def test_find_suite_finds_the_test_folders(tmp_path, files, suite) -> None:
-    from verify.run.phases.adopt import find_suite
+    from verify.config.adopt import find_suite
 
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 """`python -m verify.config.collect_probe OUT PYTEST_ARGS...`: pytest's collection of an existing suite, written to
 OUT as JSON (the test ids selected, and each path whose collection failed with the error's last line).
 
-Run in a process of its own by `dflash init` (`verify.run.phases.adopt`), so that a user's test modules never load
+Run in a process of its own by `dflash init` (`verify.config.adopt`), so that a user's test modules never load
 into the dflash process. Knows nothing of mutations, settings or forking.
 """
 

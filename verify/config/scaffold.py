@@ -219,7 +219,7 @@ def write(scaffold: Scaffold, table: str | None = None) -> tuple[str, ...]:
     """Append the table to pyproject.toml (created if missing) and create the catalog, the gate and its
     conftest; returns the paths written. Nothing is written when any file to create already exists.
 
-    `table`: an existing suite's adopted table (`verify.run.phases.adopt`) in place of the scaffold's; then only the
+    `table`: an existing suite's adopted table (`verify.config.adopt`) in place of the scaffold's; then only the
     catalog is created, the suite being the gates."""
     root = scaffold.root
     created = {scaffold.catalog_file: scaffold.catalog_text()}

@@ -6,23 +6,39 @@ source file served unchanged through the import hook that serves the mutants; a 
 re-runs tell red from flaky, from a gate the hook changes and from one that needs other gates run before it.
 The self-check's forced failure runs beside it, in the same batch of children, and proves the harness can see
 a failure: it must turn every gate red by assertion. After the mutations, the gates that turned red are re-run
-on the pristine tree; one red there is flaky, and its kills are not counted. Returns records; never prints.
+on the pristine tree; one red there is flaky, and its kills are not counted. `check_baseline` runs the baseline
+and the self-check once for `dflash init` (`verify.config.adopt` writes the table it checks). Returns records;
+never prints.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from verify.config.project import project_files
-from verify.config.settings import ProjectConfig
+from verify.config.settings import ConfigError, ProjectConfig
 from verify.report.decode import baseline_from_dict
 from verify.report.verdict import Baseline, GateOutcome, Outcome
 from verify.run.execution.jobs import Job, JobExecutor, JobResult, JobState
 from verify.run.phases import cache as cache_mod
 
-__all__ = ["BaselineError", "HarnessError", "Progress", "Silent", "budget", "flake_jobs", "flaky_in", "run_pristine"]
+__all__ = [
+    "BaselineCheck",
+    "BaselineError",
+    "HarnessError",
+    "Progress",
+    "Silent",
+    "budget",
+    "check_baseline",
+    "flake_jobs",
+    "flaky_in",
+    "run_pristine",
+]
 
 
 class BaselineError(Exception):
@@ -271,3 +287,34 @@ def flaky_in(reruns: Iterable[JobResult]) -> dict[str, str]:
             if outcome.outcome.is_red and outcome.gate_id not in flaky:
                 flaky[outcome.gate_id] = f"{outcome.outcome} on the unmutated tree ({_why(outcome)})"[:200]
     return flaky
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineCheck:
+    """The adopted configuration run once on the pristine tree: the baseline `dflash verify` starts from."""
+
+    green: bool
+    num_gates: int  # gates that ran (a gate that skips itself here is not counted)
+    wall_s: float
+    message: str = ""  # why it is not green
+
+
+def check_baseline(root: Path) -> BaselineCheck:
+    """Load the written table and run the baseline and the harness self-check once, no cache read or written."""
+    from verify.config.catalog import load_mutations
+    from verify.config.settings import load_config
+    from verify.run.execution.choice import open_executor
+    from verify.run.phases.layout_probe import check_sources_imported
+
+    started = time.perf_counter()
+    try:
+        config = load_config(root)
+        load_mutations(config)
+        with open_executor(config) as executor:
+            num_jobs = config.jobs or executor.default_jobs
+            cache = cache_mod.ResultCache(config.root, enabled=False)
+            baseline, coverage, _ = run_pristine(executor, cache, "", Silent(), num_jobs)
+        check_sources_imported(config, coverage)
+    except (ConfigError, BaselineError, HarnessError) as error:
+        return BaselineCheck(False, 0, time.perf_counter() - started, str(error))
+    return BaselineCheck(True, len(baseline.gates), time.perf_counter() - started)

@@ -1,7 +1,8 @@
 """`dflash init` on a project that already has a pytest suite: find its test folders, collect the suite once (in
 a process of its own) to learn which files cannot be collected in this environment, write a `[tool.dflash]`
-that adopts the suite (every test a gate unless a marker is named, the failing files excluded), and check the
-result by running the baseline once, as `dflash verify` would.
+that adopts the suite (every test a gate unless a marker is named, the failing files excluded). The check that
+follows, the baseline run once as `dflash verify` would, is the run's (`verify.run.phases.checks.check_baseline`):
+this module writes configuration and imports nothing of the run.
 
 The layout, the example mutation and the file writing are `verify.config.scaffold`'s; this module adds what an
 existing suite needs. It never prints: the CLI renders what it returns.
@@ -17,7 +18,6 @@ import shlex
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,9 +26,9 @@ from verify.compat import tomllib
 from verify.config.collect_probe import reason
 from verify.config.kit_gates import statistical_gates
 from verify.config.scaffold import GATES, Scaffold, ScaffoldError
-from verify.config.settings import ConfigError, ProjectConfig
+from verify.config.settings import ProjectConfig
 
-__all__ = ["Adoption", "BaselineCheck", "Suite", "check_baseline", "collect", "find_suite", "project_config"]
+__all__ = ["Adoption", "Suite", "collect", "find_suite", "project_config"]
 
 # Folders no suite of the project lives in: environments, build output, caches.
 _SKIP = {"node_modules", "build", "dist", "site-packages", "__pycache__", "venv", "env"}
@@ -208,36 +208,3 @@ def collect(scaffold: Scaffold, suite: Suite, marker: str = "") -> Adoption:
         )
     statistical = statistical_gates(root, [gate.split("::")[0] for gate in gate_ids])
     return Adoption(scaffold, suite, marker, gate_ids, excluded, pytest_args, why, statistical)
-
-
-@dataclass(frozen=True, slots=True)
-class BaselineCheck:
-    """The adopted configuration run once on the pristine tree: the baseline `dflash verify` starts from."""
-
-    green: bool
-    num_gates: int  # gates that ran (a gate that skips itself here is not counted)
-    wall_s: float
-    message: str = ""  # why it is not green
-
-
-def check_baseline(root: Path) -> BaselineCheck:
-    """Load the written table and run the baseline and the harness self-check once, no cache read or written."""
-    from verify.config.catalog import load_mutations
-    from verify.config.settings import load_config
-    from verify.run.execution.choice import open_executor
-    from verify.run.phases import cache as cache_mod
-    from verify.run.phases.checks import BaselineError, HarnessError, Silent, run_pristine
-    from verify.run.phases.layout_probe import check_sources_imported
-
-    started = time.perf_counter()
-    try:
-        config = load_config(root)
-        load_mutations(config)
-        with open_executor(config) as executor:
-            num_jobs = config.jobs or executor.default_jobs
-            cache = cache_mod.ResultCache(config.root, enabled=False)
-            baseline, coverage, _ = run_pristine(executor, cache, "", Silent(), num_jobs)
-        check_sources_imported(config, coverage)
-    except (ConfigError, BaselineError, HarnessError) as error:
-        return BaselineCheck(False, 0, time.perf_counter() - started, str(error))
-    return BaselineCheck(True, len(baseline.gates), time.perf_counter() - started)
