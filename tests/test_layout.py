@@ -93,7 +93,7 @@ RULES = [
     ("verify.mutation.apply", ("verify.config", "verify.sandbox", "verify.run", "verify.report"),
      "applying a mutation knows no run or report"),
     # Inside the run, imports point down: phases -> execution -> child.
-    ("verify.run.harness", ("verify.run.child", "verify.run.execution", "verify.run.phases"),
+    ("verify.run.harness_digest", ("verify.run.child", "verify.run.execution", "verify.run.phases"),
      "the harness digest is a leaf"),
     ("verify.run.child", ("verify.run.execution", "verify.run.phases"), "a child knows nothing of who started it"),
     ("verify.run.execution", ("verify.run.phases",), "an executor knows nothing of phases or verdicts"),

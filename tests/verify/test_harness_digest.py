@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import verify
-from verify.run import harness
-from verify.run.harness import harness_digest, harness_digest_bytes, harness_modules
+from verify.run import harness_digest as digest_module
+from verify.run.harness_digest import harness_digest, harness_digest_bytes, harness_modules
 
 PACKAGE = Path(verify.__file__).parent
 # Modules no verdict depends on: how a report looks, the CLI, the sweep.
@@ -108,6 +108,6 @@ def test_a_renderer_imported_by_the_run_becomes_covered(package: Path) -> None:
 
 def test_the_imports_of_a_source_are_read_once_per_content(package: Path) -> None:
     harness_digest_bytes(package)
-    before = harness._named.cache_info().misses
+    before = digest_module._named.cache_info().misses
     harness_digest_bytes(package)  # a run digests its harness at its start and at its end
-    assert harness._named.cache_info().misses == before
+    assert digest_module._named.cache_info().misses == before

@@ -7,13 +7,13 @@
   executor in `cluster/`, and `choice`, which picks one).
 - `phases/`: the run's order and its verdicts (baseline and checks, the corroboration policy, judge, order, the
   layout probe, the cache, the coverage map, report details).
-- `harness` (the digest of the harness's code) stands flat.
+- `harness_digest` (the digest of the harness's code, the cache key) stands flat.
 
 Imports point down: phases -> execution -> child, and every one may use `verify.config` (what the run is asked to
 do) and `verify.sandbox` (what keeps a mutant in its box), the services the run shares with observe and the sweep,
-and anything may use `harness`; tests/test_layout.py enforces it. The run may import `runner`, `verify.mutation`
-and `verify.report` (to build verdict records), never `verify.cli` or `verify.sweep`. It never prints: it returns
-records and reports progress through callbacks.
+and anything may use `harness_digest`; tests/test_layout.py enforces it. The run may import `runner`,
+`verify.mutation` and `verify.report` (to build verdict records), never `verify.cli` or `verify.sweep`. It never
+prints: it returns records and reports progress through callbacks.
 
 A job's path, process by process:
 

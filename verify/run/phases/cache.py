@@ -26,7 +26,7 @@ from verify.config.settings import ProjectConfig
 from verify.mutation import Mutation
 from verify.report.decode import result_from_dict
 from verify.report.verdict import MutationResult
-from verify.run.harness import harness_digest_bytes
+from verify.run.harness_digest import harness_digest_bytes
 from verify.run.phases.corroboration import may_replay
 
 __all__ = [
