@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from verify.config.settings import load_config
-from verify.run.phases.checks import _sources, in_root
+from verify.run.phases.pristine import _sources, in_root
 
 
 @pytest.mark.parametrize(

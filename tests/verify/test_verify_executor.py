@@ -18,8 +18,8 @@ from verify.run.execution.fork import Executor, Job
 from verify.run.execution.overtime import limit_s
 from verify.run.phases import cache as cache_mod
 from verify.run.phases.cache import ResultCache, tree_digest
-from verify.run.phases.checks import run_pristine
 from verify.run.phases.coverage_map import CoverageMap
+from verify.run.phases.pristine import run_pristine
 
 ARITH = "toy/arith.py"
 TEST_MUL = "tests/gates/test_arith.py::test_mul"

@@ -9,7 +9,7 @@ from verify.config.settings import ProjectConfig
 from verify.report.verdict import Baseline, GateOutcome, Outcome
 from verify.run.execution.jobs import JobResult
 from verify.run.phases.cache import ResultCache
-from verify.run.phases.checks import flake_jobs, flaky_in
+from verify.run.phases.pristine import flake_jobs, flaky_in
 
 A, B, C = "t.py::a", "t.py::b", "u.py::c"
 BASELINE = Baseline(

@@ -65,7 +65,7 @@ def init(
     from verify.config.scaffold import GATE_FILE, ScaffoldError, detect, write
     from verify.propose.api import DEFAULT_OUTPUT, propose
     from verify.propose.writer import catalog_text
-    from verify.run.phases.checks import check_baseline
+    from verify.run.phases.pristine import check_baseline
 
     try:
         scaffold = detect(project)

@@ -1,7 +1,7 @@
 """`dflash init` on a project that already has a pytest suite: find its test folders, collect the suite once (in
 a process of its own) to learn which files cannot be collected in this environment, write a `[tool.dflash]`
 that adopts the suite (every test a gate unless a marker is named, the failing files excluded). The check that
-follows, the baseline run once as `dflash verify` would, is the run's (`verify.run.phases.checks.check_baseline`):
+follows, the baseline run once as `dflash verify` would, is the run's (`verify.run.phases.pristine.check_baseline`):
 this module writes configuration and imports nothing of the run.
 
 The layout, the example mutation and the file writing are `verify.config.scaffold`'s; this module adds what an

@@ -5,8 +5,8 @@
 - `execution/`: how jobs reach children (the job records, the fork executor and its warm workers, devices,
   interrupts, the Ray
   executor in `cluster/`, and `choice`, which picks one).
-- `phases/`: the run's order and its verdicts (baseline and checks, the corroboration policy, judge, order, the
-  layout probe, the cache, the coverage map, report details).
+- `phases/`: the run's order and its verdicts (the pristine runs: baseline, self-check, flake re-runs; the
+  corroboration policy, judge, order, the layout probe, the cache, the coverage map, report details).
 - `harness_digest` (the digest of the harness's code, the cache key) stands flat.
 
 Imports point down: phases -> execution -> child, and every one may use `verify.config` (what the run is asked to

@@ -21,10 +21,10 @@ from verify.run.execution.choice import open_executor
 from verify.run.execution.interrupts import interrupt_signal, signals_as_interrupts
 from verify.run.execution.jobs import ExecutorLost
 from verify.run.phases import cache as cache_mod
-from verify.run.phases.checks import BaselineError, HarnessError, Progress, Silent, budget, run_pristine
 from verify.run.phases.coverage_map import CoverageMap, anchor_lines
 from verify.run.phases.layout_probe import check_sources_imported
 from verify.run.phases.order import expected_s, kill_order, pins_first
+from verify.run.phases.pristine import BaselineError, HarnessError, Progress, Silent, budget, run_pristine
 from verify.run.phases.state import Planned, RunState
 from verify.run.phases.verdicts import settle, void
 from verify.sandbox import namespaces
