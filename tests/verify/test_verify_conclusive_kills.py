@@ -19,7 +19,7 @@ import torch
 from verify.gatekit import LawMismatch, assert_acceptance_rule_exact, proportion_p_value
 from verify.gatekit.stats import ALPHA_GATE, TAIL_MARGIN, FitResult, case_level
 from verify.report.verdict import Corroboration, GateOutcome, Outcome, Status
-from verify.run.child.evidence import stated_p_value
+from verify.run.child.p_value import stated_p_value
 from verify.run.phases.corroboration import AWAITING, Policy
 from verify.run.phases.judge import verdict
 

@@ -18,7 +18,7 @@ from typing import Any
 from verify.compat import tomllib
 from verify.config.factory import factory_problem
 from verify.config.resources import ConfigError, JobResources
-from verify.config.values import DEVICES, EXECUTORS, STRING_LISTS, check_values, not_a_list, unknown_keys
+from verify.config.validation import DEVICES, EXECUTORS, STRING_LISTS, check_values, not_a_list, unknown_keys
 from verify.config.writable import WRITABLE_DOC
 
 __all__ = ["DEVICES", "EXECUTORS", "ConfigError", "JobResources", "ProjectConfig", "load_config", "with_overrides"]

@@ -32,8 +32,8 @@ A job's path, process by process:
            confinement, ceilings, log and capture files, the mutated functions' code swapped in (child.hotswap),
            then pytest runs only its gates with child.recorder, as above
       <- parent reads the journal (sealed, child.journal) and result.json into a JobResult
-         (execution.remains.collect), kills the child's process group past its budget or past its current gate's
-         deadline, whatever the child does with signals (execution.overtime)
+         (execution.child_result.collect), kills the child's process group past its budget or past its current
+         gate's deadline, whatever the child does with signals (execution.overtime)
 
     Ray executor (`--executor ray`)
       CLI process (the driver): phases.run -> execution.choice -> execution.cluster.executor.RayExecutor

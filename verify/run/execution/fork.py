@@ -40,10 +40,10 @@ from verify.run.child import integrity
 from verify.run.child.job import UNCONFINED_EXIT, JobPaths, end_child, prime, run_child, warm_pytest
 from verify.run.child.journal import new_key
 from verify.run.execution import ceilings, exits
+from verify.run.execution.child_result import collect
 from verify.run.execution.devices import DevicePool, check_cuda_untouched, child_environment, visible_devices
 from verify.run.execution.jobs import Job, JobResult, JobState
 from verify.run.execution.overtime import GateClock, job_budget
-from verify.run.execution.remains import collect
 from verify.run.execution.zygotes import Zygotes
 from verify.sandbox import cgroups, hardening, namespaces, reaper, shm
 from verify.sandbox.confine import probe
