@@ -107,7 +107,7 @@ def floor_of(report_path: Path, gate_s: dict[str, float]) -> float:
     every gate and for the gates each mutant ran (`ran`: in the full matrix, the selection the coverage map
     made; with --first-kill, its pins and the gates up to its first kill), over the jobs it held; cached
     results cost nothing and are left out."""
-    from verify.report.files import read_report
+    from verify.report.json_report import read_report
     from verify.run.phases.order import floor_s
 
     report, _, info = read_report(report_path)

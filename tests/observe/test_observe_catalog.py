@@ -14,7 +14,7 @@ from verify.config.catalog import load_mutations
 from verify.config.settings import load_config
 from verify.mutation import Mutation
 from verify.observe.api import SessionOptions
-from verify.report.files import Detail
+from verify.report.json_report import Detail
 from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, RunReport, Status
 
 REPO = Path(__file__).resolve().parents[2]

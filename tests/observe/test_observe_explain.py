@@ -17,7 +17,7 @@ from verify.config.settings import load_config
 from verify.mutation import all_mutations
 from verify.observe.api import NoObserverError, SessionOptions, explain_overrides
 from verify.observe.session import ObserveJob
-from verify.report.files import Detail, read_report, write_json
+from verify.report.json_report import Detail, read_report, write_json
 from verify.report.stryker import to_stryker
 from verify.report.verdict import Baseline, MutationResult, RunReport, Status
 from verify.sweep import equivalents

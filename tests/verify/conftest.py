@@ -20,7 +20,7 @@ from typer.testing import CliRunner, Result
 
 from verify.cli.verify import verify_app
 from verify.mutation import Mutation, reset_registry
-from verify.report.files import read_json
+from verify.report.json_report import read_json
 from verify.report.verdict import RunReport
 from verify.run.phases.cache import CACHE_DIR
 

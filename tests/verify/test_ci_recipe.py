@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from verify.cli.reporting import repository_prefix
-from verify.report.files import read_json
+from verify.report.json_report import read_json
 
 ROOT = Path(__file__).resolve().parents[2]
 GITHUB = ROOT / "examples" / "ci" / "github" / "dflash.yml"

@@ -18,7 +18,7 @@ import pytest
 
 from tests.verify.test_verify_ceilings import alive_with
 from verify.mutation import Mutation
-from verify.report.files import read_json
+from verify.report.json_report import read_json
 from verify.report.verdict import Status
 from verify.sandbox.confine import probe
 

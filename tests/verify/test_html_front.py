@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from verify.report.files import read_report
 from verify.report.html import FIRST_KILL_NOTE, write_html
+from verify.report.json_report import read_report
 
 try:
     from playwright.sync_api import Browser, Page, sync_playwright

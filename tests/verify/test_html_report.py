@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from verify.report.annotations import github_annotations, to_codequality
-from verify.report.files import Detail, RunInfo
 from verify.report.html import render_html
+from verify.report.json_report import Detail, RunInfo
 from verify.report.stryker import to_stryker
 from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, RunReport, Status
 from verify.report.viewer import VENDOR, ViewerError, load_viewer, read_version
@@ -195,7 +195,7 @@ def test_show_writes_the_same_page_and_annotations_from_the_saved_report(toy_run
 
 
 def _committed_page(name: str) -> str:
-    from verify.report.files import read_report
+    from verify.report.json_report import read_report
 
     report, details, info = read_report(ROOT / "docs" / "runs" / name)
     return render_html(report, details, info, root=ROOT)

@@ -82,7 +82,7 @@ def test_the_run_leaves_every_report_file_out_of_its_tree(toy_copy, monkeypatch,
 
 def test_a_format_is_registered_once_and_well_formed() -> None:
     with pytest.raises(ValueError, match="registered twice"):
-        register_format(ReportFormat("json", "Write it again.", "verify.report.files:write_report"))
+        register_format(ReportFormat("json", "Write it again.", "verify.report.json_report:write_report"))
     with pytest.raises(ValueError, match="module:function"):
         ReportFormat("csv", "Write a CSV here.", "verify.report.csv")
     with pytest.raises(ValueError, match="lower-case"):

@@ -14,7 +14,7 @@ from tests.verify.arith_texts import CORE, GATES
 from verify.config.settings import load_config
 from verify.mutation import Mutation
 from verify.report.crashes import CrashKind
-from verify.report.files import read_json
+from verify.report.json_report import read_json
 from verify.report.verdict import Status
 from verify.run.execution.fork import Executor, Job
 from verify.sandbox import cgroups

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from verify.cli.mutations import mutations_app
-from verify.report.files import read_json
+from verify.report.json_report import read_json
 from verify.report.verdict import Status
 
 KILLED_ONLY = ("--mutation", "add-off-by-one", "--mutation", "sub-swaps-operands")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from verify.mutation import Mutation
-from verify.report.files import read_json
+from verify.report.json_report import read_json
 from verify.report.verdict import Status
 
 CORE = '''"""Code under test."""

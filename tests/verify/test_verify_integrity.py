@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.verify.arith_texts import CORE
 from verify.mutation import Mutation
-from verify.report.files import read_json
+from verify.report.json_report import read_json
 from verify.report.verdict import MutationResult, Status
 from verify.run.execution.ceilings import load_scale
 from verify.run.execution.overtime import limit_s

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from verify.report.files import read_json
+from verify.report.json_report import read_json
 from verify.report.verdict import GateOutcome, Outcome, Status
 from verify.run.execution.jobs import ExecutorLost, Job, JobResult
 from verify.run.phases import run as phases

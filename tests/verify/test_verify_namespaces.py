@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from verify.mutation import Mutation
-from verify.report.files import read_json
+from verify.report.json_report import read_json
 from verify.report.verdict import Status
 from verify.sandbox import cgroups, namespaces
 

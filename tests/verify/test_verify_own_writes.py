@@ -14,7 +14,7 @@ import pytest
 
 from verify.config.project import CACHE_DIR, project_files, run_writes
 from verify.config.settings import load_config
-from verify.report.files import read_json
+from verify.report.json_report import read_json
 from verify.report.verdict import Status
 
 CALC = """import os

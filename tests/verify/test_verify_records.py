@@ -114,7 +114,7 @@ def test_count_detected_passes_a_suite_that_fails_by_raising_and_says_so_on_the_
 
 
 def test_the_json_report_keeps_what_the_gate_counted(tmp_path) -> None:
-    from verify.report.files import read_report, to_json, write_json
+    from verify.report.json_report import read_report, to_json, write_json
 
     report = dataclasses.replace(_report(MutationResult("c", Status.CRASHED)), counting="detected")
     data = to_json(report)

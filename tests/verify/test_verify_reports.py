@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from verify.cli.reporting import LAST_REPORT
-from verify.report.files import read_report
+from verify.report.json_report import read_report
 from verify.report.stryker import STRYKER_STATUS
 from verify.report.summary import judge, verdict_line
 

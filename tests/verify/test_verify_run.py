@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from verify.report.files import SCHEMA
+from verify.report.json_report import SCHEMA
 from verify.report.verdict import Status
 
 GATE = "tests/gates/test_arith.py::"

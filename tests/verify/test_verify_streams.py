@@ -14,7 +14,7 @@ import pytest
 from verify.config.settings import ConfigError, load_config
 from verify.mutation import Mutation
 from verify.report.crashes import CrashKind
-from verify.report.files import read_json
+from verify.report.json_report import read_json
 from verify.report.matrix import LEGEND, build_matrix
 from verify.report.verdict import Status
 from verify.run.execution.fork import Executor, Job

@@ -149,7 +149,7 @@ def verify(
     from verify.config.catalog import StaleAnchorError, load_mutations, stale_anchors
     from verify.config.settings import ConfigError, load_config, with_overrides
     from verify.mutation import MutationError
-    from verify.report.files import write_json
+    from verify.report.json_report import write_json
     from verify.report.progress import PhaseProgress
     from verify.report.terminal import render_ceilings, render_confinement, render_error, render_node_confinement
     from verify.report.verdict import RunReport
@@ -274,7 +274,7 @@ def merge_reports(
       dflash verify merge shard-*.json --json all.json --html all.html --junit all.xml
       dflash verify merge shard-*.json --annotations github --codequality codequality.json
     """
-    from verify.report.files import MergeError, merge
+    from verify.report.json_report import MergeError, merge
     from verify.report.terminal import render_error
 
     started = time.monotonic()

@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from verify.report.files import Detail, ReportInputs, RunInfo, Table
 from verify.report.html_assets import BOOT, STYLE
+from verify.report.json_report import Detail, ReportInputs, RunInfo, Table
 from verify.report.matrix import LEGEND, SYMBOL_STYLE, build_matrix
 from verify.report.stryker import STRYKER_STATUS, to_stryker
 from verify.report.summary import DECLARED, format_score, judge, status_label, status_reason, verdict_line

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from verify.report.files import Detail, ReportInputs, RunInfo
+from verify.report.json_report import Detail, ReportInputs, RunInfo
 from verify.report.summary import judge, status_label, status_reason
 from verify.report.verdict import MutationResult, Outcome, RunReport
 

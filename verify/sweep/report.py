@@ -19,9 +19,9 @@ from typing import Any
 
 from verify.mutation import Mutation
 from verify.mutation.apply import count_matches
-from verify.report import files as report_files
-from verify.report.files import RunInfo, Table
+from verify.report import json_report as report_files
 from verify.report.html import write_html
+from verify.report.json_report import RunInfo, Table
 from verify.report.junit import write_junit
 from verify.report.stryker import write_stryker
 from verify.report.verdict import Status

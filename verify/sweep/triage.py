@@ -17,7 +17,7 @@ from verify.compat import tomllib
 from verify.config.settings import ProjectConfig
 from verify.mutation.apply import count_matches
 from verify.observe.api import ExplainRun, SessionOptions, explain_overrides
-from verify.report.files import Table
+from verify.report.json_report import Table
 from verify.report.verdict import Status
 from verify.sweep import equivalents
 from verify.sweep.result import SweepMutant, SweepResult

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from verify.report.files import Detail
+from verify.report.json_report import Detail
 from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, RunReport, Status
 from verify.sweep import source as sweep_source
 from verify.sweep.equivalents import entry_toml

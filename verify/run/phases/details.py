@@ -11,7 +11,7 @@ from pathlib import Path
 
 from verify.mutation import Mutation
 from verify.mutation.apply import Applied, apply_mutation
-from verify.report.files import Detail
+from verify.report.json_report import Detail
 
 __all__ = ["details_for"]
 
