@@ -217,10 +217,11 @@ def add_explanations(
 
     from verify.observe.api import NoObserverError, ObserveHarnessError, ObserveTreeError, explain_catalog, mutant_texts
     from verify.observe.kept import KeptExplanation, KeptExplanations
+    from verify.report.verdict import Status
     from verify.run.phases.cache import tree_digest
 
     survivors = {
-        r.name: mutations[r.name] for r in report.mutations if str(r.status) == "survived" and r.name in mutations
+        r.name: mutations[r.name] for r in report.mutations if r.status == Status.SURVIVED and r.name in mutations
     }
     if not survivors:
         return details

@@ -247,7 +247,9 @@ def finish(
     for problem in report.harness_errors:
         render_error(problem)
     if report.interrupted_by:
-        done = sum(1 for r in report.mutations if r.status.is_judged or str(r.status) in ("stale", "skipped"))
+        from verify.report.verdict import Status
+
+        done = sum(1 for r in report.mutations if r.status.is_judged or r.status in (Status.STALE, Status.SKIPPED))
         render_error(
             f"interrupted by {report.interrupted_by}: {done} mutations finished (cached; the next run resumes)"
         )

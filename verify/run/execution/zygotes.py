@@ -27,6 +27,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from verify.compat import StrEnum
 from verify.config.settings import ProjectConfig
 from verify.run.child.job import JobPaths
 from verify.run.child.zygote import run_zygote
@@ -45,6 +46,12 @@ _MAX_STARTS = 8  # workers started over an executor's life: past this, the rest 
 _JOBS_PER_START = 8  # a worker saves ~0.08 s a job and costs ~0.4 s to start
 
 
+class _WorkerState(StrEnum):
+    STARTING = "starting"  # forked, importing the project and collecting its gates
+    READY = "ready"  # said so, and waiting for a job
+    BUSY = "busy"  # serving a job
+
+
 @dataclass
 class _Worker:
     pid: int
@@ -52,7 +59,7 @@ class _Worker:
     seed: int
     copy: Path
     base: Path
-    state: str = "starting"  # "ready", "busy"
+    state: _WorkerState = _WorkerState.STARTING
     taken: Snapshot | None = None  # its copy once it was ready
 
 
@@ -105,7 +112,7 @@ class Zygotes:
             self._deferred = None
 
     def _ensure(self, seed: int, count: int, close_fds: Collection[int]) -> None:
-        for worker in [w for w in self.workers if w.seed != seed and w.state != "busy"]:
+        for worker in [w for w in self.workers if w.seed != seed and w.state is not _WorkerState.BUSY]:
             self._end(worker)
         while sum(w.seed == seed for w in self.workers) < max(1, count) and self._count < _MAX_STARTS:
             self._start(seed, close_fds)
@@ -140,12 +147,12 @@ class Zygotes:
 
     def _poll(self, worker: _Worker) -> None:
         """A starting worker that has said whether it is ready becomes ready or ends."""
-        if worker.state != "starting" or not select.select([worker.sock], [], [], 0)[0]:
+        if worker.state is not _WorkerState.STARTING or not select.select([worker.sock], [], [], 0)[0]:
             return
         with contextlib.suppress(OSError):
             said = worker.sock.recv(4096).decode(errors="replace")
             if said == "ready":
-                worker.state, worker.taken = "ready", snapshot(worker.copy)
+                worker.state, worker.taken = _WorkerState.READY, snapshot(worker.copy)
                 return
             if said.startswith("fail "):  # the project itself: no worker will do better
                 self.refused = said.removeprefix("fail ")
@@ -154,12 +161,12 @@ class Zygotes:
     def ready(self, within_s: float) -> int:
         """The workers ready to serve, once every starting one has answered or `within_s` has passed."""
         deadline = time.monotonic() + within_s
-        while any(w.state == "starting" for w in self.workers) and time.monotonic() < deadline:
-            starting = [w.sock for w in self.workers if w.state == "starting"]
+        while any(w.state is _WorkerState.STARTING for w in self.workers) and time.monotonic() < deadline:
+            starting = [w.sock for w in self.workers if w.state is _WorkerState.STARTING]
             select.select(starting, [], [], max(0.0, deadline - time.monotonic()))
             for worker in list(self.workers):
                 self._poll(worker)
-        return sum(w.state == "ready" for w in self.workers)
+        return sum(w.state is _WorkerState.READY for w in self.workers)
 
     def take(
         self, job: Job, limits: hardening.Ceilings, key: bytes = b"", group: cgroups.Group | None = None
@@ -172,7 +179,7 @@ class Zygotes:
             return None
         for starting in list(self.workers):
             self._poll(starting)
-        worker = next((w for w in self.workers if w.state == "ready" and w.seed == job.gate_seed), None)
+        worker = next((w for w in self.workers if w.state is _WorkerState.READY and w.seed == job.gate_seed), None)
         message = b""
         if worker is not None:
             self._count += 1
@@ -198,7 +205,7 @@ class Zygotes:
             if group is not None:
                 group.leave(worker.pid)
         if reply.startswith("hot "):
-            worker.state = "busy"
+            worker.state = _WorkerState.BUSY
             self.served += 1
             return int(reply.removeprefix("hot ")), paths, confined_read, worker.pid
         os.close(confined_read)
@@ -217,7 +224,7 @@ class Zygotes:
             return
         worker = found[0]
         if over and worker.taken is not None and not diff(worker.taken, snapshot(worker.copy)):
-            worker.state = "ready"
+            worker.state = _WorkerState.READY
         else:
             self._end(worker)
 
