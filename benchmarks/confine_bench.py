@@ -22,7 +22,7 @@ from verify.sandbox.confine import confine, probe
 from verify.sandbox.inventory import snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
-TOY = ROOT / "tests" / "verify" / "toy_project"
+TOY = ROOT / "tests" / "toy_project"
 
 
 def _fork_s(body: bool, base: Path, rounds: int) -> tuple[float, float]:

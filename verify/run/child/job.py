@@ -165,7 +165,7 @@ def isolate(config: ProjectConfig, job: Any, paths: JobPaths) -> Path:
     owned = set(config.top_level_names)
     # The harness's own package stays, as it does where it is installed: where it lives inside the project (this
     # repository's embedded run), a fresh `import verify` could find a folder of the user's named `verify`
-    # first (tests/verify/, on sys.path from an outer pytest run) and make the public import a namespace.
+    # first (a tests/verify/ on sys.path from an outer pytest run) and make the public import a namespace.
     purged = [
         m
         for m in sys.modules

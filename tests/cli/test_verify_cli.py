@@ -12,6 +12,8 @@ from verify.cli.mutations import mutations_app
 from verify.report.json_report import read_json
 from verify.report.verdict import Status
 
+pytestmark = pytest.mark.usefixtures("fresh_registry")  # an empty mutation registry around every test
+
 KILLED_ONLY = ("--mutation", "add-off-by-one", "--mutation", "sub-swaps-operands")
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.verify.test_verify_ceilings import alive_with
+from tests.run.test_verify_ceilings import alive_with
 from verify.mutation import Mutation
 from verify.report.json_report import read_json
 from verify.report.verdict import Status

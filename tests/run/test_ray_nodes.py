@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.ray_cluster import ADDRESS, LocalCluster, wait_for
-from tests.verify.test_ray_executor import _children, _descendants, _finished, _processes, _slow_toy, _statuses
+from tests.run.test_ray_executor import _children, _descendants, _finished, _processes, _slow_toy, _statuses
 
 pytestmark = pytest.mark.slow
 

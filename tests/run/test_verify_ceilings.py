@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.verify.arith_texts import CORE, GATES
+from tests.arith_texts import CORE, GATES
 from verify.config.settings import load_config
 from verify.mutation import Mutation
 from verify.report.crashes import CrashKind

@@ -26,7 +26,7 @@ from verify.report.json_report import read_json
 ROOT = Path(__file__).resolve().parents[2]
 GITHUB = ROOT / "examples" / "ci" / "github" / "dflash.yml"
 GITLAB = ROOT / "examples" / "ci" / "gitlab-ci.yml"
-TOY = Path(__file__).parent / "toy_project"
+TOY = Path(__file__).parents[1] / "toy_project"
 BIN = Path(sys.executable).parent  # the venv's bin: dflash and actionlint
 CATALOG = '''"""A cheap slice of the toy catalog for the CI recipe's test."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.verify.arith_texts import CORE
+from tests.arith_texts import CORE
 from verify.mutation import Mutation
 from verify.report.json_report import read_json
 from verify.report.verdict import MutationResult, Status

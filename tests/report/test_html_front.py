@@ -100,7 +100,7 @@ def test_the_readme_picture_shows_the_verdict_and_a_survivors_explanation(surviv
     picture = page.screenshot(animations="disabled")
     if os.environ.get("DFLASH_WRITE_PICTURES") == "1":
         PICTURE.write_bytes(picture)
-    assert PICTURE.is_file(), "DFLASH_WRITE_PICTURES=1 pytest tests/verify/test_html_front.py writes it"
+    assert PICTURE.is_file(), "DFLASH_WRITE_PICTURES=1 pytest tests/report/test_html_front.py writes it"
     assert _png_size(PICTURE.read_bytes()) == _png_size(picture) == (FRAME["width"], FRAME["height"])
 
 

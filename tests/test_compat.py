@@ -15,6 +15,8 @@ from runner.request import FinishReason
 from verify.compat import tomllib
 from verify.report.verdict import Outcome, Status
 
+pytestmark = pytest.mark.usefixtures("fresh_registry")  # an empty mutation registry around every test
+
 
 @pytest.mark.parametrize(
     "member", [Status.KILLED, Outcome.NOT_RUN, FinishReason.STOP], ids=["verify-status", "outcome", "runner"]
@@ -38,7 +40,7 @@ def test_nothing_imports_what_3_10_lacks_directly() -> None:
     import ast
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[1]
     shims = {root / "verify" / "compat.py", root / "runner" / "compat.py"}
     bad = []
     for package in ("verify", "runner", "mutations", "tests", "benchmarks", "examples"):

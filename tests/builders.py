@@ -1,9 +1,13 @@
-"""Engine tests: the toy project's gates are data for the engine, never collected by this run.
+"""The engine tests' shared builders (tests/run, tests/report, tests/sandbox, tests/config, tests/mutation,
+tests/examples and the CLI's verify tests): the toy project (tests/toy_project, whose gates are data for the
+engine, never collected by this run) and the hostile project.
 
 `toy_run` runs `dflash verify` once per session on a private copy of the toy project (every
 verdict, every report format); tests that need another run copy the toy again with `toy_copy`.
 `hostile_project` writes the small project hostile mutants run against, with the records each test needs.
-Helpers are handed out as fixtures: tests/ is not a package, so test modules import nothing from here.
+`fresh_registry` empties the mutation registry around a test: each engine folder's conftest makes it autouse.
+Helpers are handed out as fixtures, which tests/conftest.py registers for the whole suite (one session-wide
+`toy_run`); test modules import nothing from here.
 """
 
 from __future__ import annotations
@@ -24,13 +28,11 @@ from verify.report.json_report import read_json
 from verify.report.verdict import RunReport
 from verify.run.phases.cache import CACHE_DIR
 
-collect_ignore = ["toy_project"]
-
 TOY = Path(__file__).parent / "toy_project"
 
 
-@pytest.fixture(autouse=True)
-def _fresh_registry():
+@pytest.fixture
+def fresh_registry():
     reset_registry()
     yield
     reset_registry()

@@ -122,7 +122,7 @@ def test_junit_report_parses(toy_run) -> None:
 def test_html_report_is_self_contained_and_escaped(toy_run) -> None:
     page = (toy_run.reports / "report.html").read_text()
     assert page.startswith("<!DOCTYPE html>")
-    # Nothing loaded from elsewhere: no stylesheet link, no script or image source (tests/verify/test_html_report.py
+    # Nothing loaded from elsewhere: no stylesheet link, no script or image source (tests/report/test_html_report.py
     # parses the page and loads it in a browser with the network off).
     for external in ("<link", " src=", "<img", "<iframe", "@import"):
         assert external not in page
