@@ -36,7 +36,7 @@ from typing import Any
 
 from verify.report.decode import result_from_dict
 from verify.report.summary import judge
-from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, RunReport, Status
+from verify.report.verdict import Baseline, BaselineStatus, GateOutcome, MutationResult, Outcome, RunReport, Status
 
 __all__ = [
     "ReportInputs",
@@ -191,7 +191,7 @@ def read_report(path: Path) -> tuple[RunReport, dict[str, Detail], RunInfo]:
         raise MergeError(f"{path}: schema {data.get('schema') if isinstance(data, dict) else None!r}, want {SCHEMA}")
     gates = tuple(GateOutcome(g["id"], Outcome.PASSED, float(g["duration_s"])) for g in data["baseline"]["gates"])
     report = RunReport(
-        baseline=Baseline(data["baseline"]["status"], gates),
+        baseline=Baseline(BaselineStatus(data["baseline"]["status"]), gates),
         mutations=tuple(result_from_dict(m) for m in data["mutations"]),
         required=tuple(data.get("required", ())),
         pins=tuple((p["name"], tuple(p["expect_killed_by"])) for p in data.get("pins", ())),

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from verify.config.project import project_files
 from verify.config.settings import ConfigError, ProjectConfig
 from verify.report.decode import baseline_from_dict
-from verify.report.verdict import Baseline, GateOutcome, Outcome
+from verify.report.verdict import Baseline, BaselineStatus, GateOutcome, Outcome
 from verify.run.execution.jobs import Job, JobExecutor, JobResult, JobState
 from verify.run.phases import cache as cache_mod
 
@@ -191,7 +191,7 @@ def _judge_baseline(ex: JobExecutor, run: JobResult, num_jobs: int) -> tuple[Bas
         )
     if run.pytest_exit in (3, 4):  # pytest refused the session (a plugin, an option): that, not "no gate"
         raise BaselineError(f"the baseline's pytest could not run the gates: {run.reason}")
-    baseline = Baseline("green", tuple(ran))
+    baseline = Baseline(BaselineStatus.GREEN, tuple(ran))
     if not baseline.gates:
         where = f"no test under {', '.join(config.gates)}"
         raise BaselineError(

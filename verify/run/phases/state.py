@@ -17,7 +17,7 @@ from verify.config.selection import RunOptions
 from verify.config.settings import ProjectConfig
 from verify.mutation import Mutation
 from verify.mutation.apply import Applied
-from verify.report.verdict import Baseline, GateOutcome, MutationResult, RunReport
+from verify.report.verdict import Baseline, BaselineStatus, GateOutcome, MutationResult, RunReport
 from verify.run.execution.jobs import JobResult
 from verify.run.phases import cache as cache_mod
 from verify.run.phases.corroboration import Policy
@@ -51,7 +51,7 @@ class RunState:
     cache: cache_mod.ResultCache
     on_report: Callable[[RunReport], None]
     results: dict[str, MutationResult] = dataclasses.field(default_factory=dict)
-    baseline: Baseline = Baseline("pending", ())
+    baseline: Baseline = Baseline(BaselineStatus.PENDING, ())
     self_check: str = ""
     flaky: dict[str, str] = dataclasses.field(default_factory=dict)
     interrupted_by: str = ""
