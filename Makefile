@@ -92,7 +92,7 @@ browser:
 
 # The HTML report's viewer, Stryker's mutation-testing-elements, is vendored: nothing is fetched at run time.
 # To move to another version, change REPORT_ELEMENTS and run `make vendor-report` (npm pack checks the tarball's
-# integrity against the registry); tests/verify/test_html_report.py checks the bundle against VERSION's sha256.
+# integrity against the registry); tests/report/test_html_report.py checks the bundle against VERSION's sha256.
 REPORT_ELEMENTS := 3.9.0
 REPORT_VENDOR   := verify/report/vendor
 vendor-report:

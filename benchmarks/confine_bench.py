@@ -18,11 +18,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from verify.run.sandbox.confine import confine, probe
-from verify.run.sandbox.inventory import snapshot
+from verify.sandbox.confine import confine, probe
+from verify.sandbox.inventory import snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
-TOY = ROOT / "tests" / "verify" / "toy_project"
+TOY = ROOT / "tests" / "toy_project"
 
 
 def _fork_s(body: bool, base: Path, rounds: int) -> tuple[float, float]:

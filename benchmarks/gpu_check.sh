@@ -23,7 +23,7 @@ PYTEST=(python3 -m pytest -p no:cacheprovider -o addopts="--strict-markers" -q -
 step gpu_tests 150 "${PYTEST[@]}" -m gpu tests/runner
 # --device cuda (issue 27): forked children on their GPU under a warm torch parent, a CUDA-touching preload
 # refused, one mutation of the embedded project killed with --device cuda --first-kill.
-step devices 420 "${PYTEST[@]}" -m gpu tests/verify/test_devices.py
+step devices 420 "${PYTEST[@]}" -m gpu tests/run/test_devices.py
 DFLASH_DEVICE=cuda step gates_cuda 200 "${PYTEST[@]}" -m gate tests/gates --durations=5
 step bench 200 python3 -c '
 import json, os, torch

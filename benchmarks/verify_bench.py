@@ -93,8 +93,8 @@ def _naive_one(mutation: object, gates: list[str]) -> bool:
 def run_naive(report: dict, workers: int) -> tuple[float, dict[str, bool]]:
     """The same mutations against the same gates verify ran for each, in its order, `workers` fresh pytest
     processes at once."""
-    from verify.run.config.catalog import load_mutations
-    from verify.run.config.settings import load_config
+    from verify.config.catalog import load_mutations
+    from verify.config.settings import load_config
 
     mutations = load_mutations(load_config(ROOT))
     ran = {m["name"]: m["ran"] for m in report["mutations"] if m["ran"]}
@@ -110,7 +110,7 @@ def floor_of(report_path: Path, gate_s: dict[str, float]) -> float:
     every gate and for the gates each mutant ran (`ran`: in the full matrix, the selection the coverage map
     made; with --first-kill, its pins and the gates up to its first kill), over the jobs it held; cached
     results cost nothing and are left out."""
-    from verify.report.files import read_report
+    from verify.report.json_report import read_report
     from verify.run.phases.order import floor_s
 
     report, _, info = read_report(report_path)
@@ -123,7 +123,7 @@ def gate_in_child(report_path: Path, gate_s: dict[str, float]) -> dict[str, floa
     the gates that passed in some child (a red gate stops early or runs longer, so it is no like for like), each
     gate's median time in the children over its plain time; the median of those ratios, and the sum of the
     medians over the sum of the plain times (the slow gates weigh in)."""
-    from verify.report.files import read_report
+    from verify.report.json_report import read_report
 
     report, _, _ = read_report(report_path)
     in_child: dict[str, list[float]] = {}

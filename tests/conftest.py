@@ -1,4 +1,5 @@
-"""Shared test fixtures: synthetic checkpoint pairs, the upstream reference oracle, the gpu marker."""
+"""Shared test fixtures: synthetic checkpoint pairs, the upstream reference oracle, the gpu marker, and the engine
+tests' builders (tests/builders.py: the toy project, the hostile project, the CLI, the registry reset)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.builders import cli, fresh_registry, hash_tree, hostile_project, toy_copy, toy_run  # noqa: F401
 from verify.fixtures.synthetic import PairSpec, write_pair
+
+collect_ignore = ["toy_project"]  # the toy project's gates are data for the engine tests (tests/builders.py)
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -85,15 +85,16 @@ RULES = [
      "the mutation record is a leaf"),
     ("verify.fixtures", ("verify.run", "verify.cli", "verify.sweep"), "fixtures stand beside the run"),
     ("verify.run", ("verify.cli", "verify.sweep"), "the run never reaches up into the CLI or the sweep"),
-    # Inside the run, imports point down: phases -> execution -> child -> config and sandbox (the bottom).
-    ("verify.run.config", ("verify.run.sandbox", "verify.run.child", "verify.run.execution", "verify.run.phases"),
-     "config is the bottom of the run"),
-    ("verify.run.sandbox", ("verify.run.config", "verify.run.child", "verify.run.execution", "verify.run.phases",
-                            "verify.run.apply"), "the sandbox stands alone: the security boundary is one unit"),
-    ("verify.run.apply", ("verify.run.config", "verify.run.sandbox", "verify.run.child", "verify.run.execution",
-                          "verify.run.phases", "verify.report"), "applying a mutation knows no run or report"),
-    ("verify.run.harness", ("verify.run.config", "verify.run.sandbox", "verify.run.child", "verify.run.execution",
-                            "verify.run.phases"), "the harness digest is a leaf"),
+    # Shared services below the run, observe and the sweep: configuration and the sandbox reach into none of them.
+    ("verify.config", ("verify.run", "verify.sandbox", "verify.observe", "verify.sweep", "verify.cli"),
+     "configuration is below the run, observe and the sweep"),
+    ("verify.sandbox", ("verify.run", "verify.config", "verify.mutation", "verify.observe", "verify.sweep",
+                        "verify.cli"), "the sandbox stands alone: the security boundary is one unit"),
+    ("verify.mutation.apply", ("verify.config", "verify.sandbox", "verify.run", "verify.report"),
+     "applying a mutation knows no run or report"),
+    # Inside the run, imports point down: phases -> execution -> child.
+    ("verify.run.harness_digest", ("verify.run.child", "verify.run.execution", "verify.run.phases"),
+     "the harness digest is a leaf"),
     ("verify.run.child", ("verify.run.execution", "verify.run.phases"), "a child knows nothing of who started it"),
     ("verify.run.execution", ("verify.run.phases",), "an executor knows nothing of phases or verdicts"),
     ("verify.sweep", ("verify.cli",), "the sweep never reaches up into the CLI"),
@@ -171,10 +172,10 @@ def test_the_checker_sees_a_circle_and_a_wrong_direction() -> None:
         assert _cycle() is not None
         with pytest.raises(AssertionError, match="runner.engine imports verify.run.phases.run"):
             test_import_directions("runner", ("verify",), "planted")
-        sandbox = "verify.run.sandbox.confine"
-        GRAPH[sandbox] = {*GRAPH[sandbox], "verify.run.config.settings"}
-        with pytest.raises(AssertionError, match="verify.run.sandbox.confine imports verify.run.config.settings"):
-            test_import_directions(*next(rule for rule in RULES if rule[0] == "verify.run.sandbox"))
+        sandbox = "verify.sandbox.confine"
+        GRAPH[sandbox] = {*GRAPH[sandbox], "verify.config.settings"}
+        with pytest.raises(AssertionError, match="verify.sandbox.confine imports verify.config.settings"):
+            test_import_directions(*next(rule for rule in RULES if rule[0] == "verify.sandbox"))
         child = "verify.run.child.job"
         GRAPH[child] = {*GRAPH[child], "verify.run.execution.fork"}
         with pytest.raises(AssertionError, match="verify.run.child.job imports verify.run.execution.fork"):
@@ -194,7 +195,7 @@ def test_module_size(module: str) -> None:
     )
 
 
-RUN_PACKAGES = ("config", "sandbox", "child", "execution", "phases")
+RUN_PACKAGES = ("child", "execution", "phases")
 MAX_FLAT_RUN_MODULES = 4
 
 
@@ -208,7 +209,8 @@ def test_the_run_is_laid_out_by_concern() -> None:
 
 
 def test_every_room_says_what_it_owns() -> None:
-    rooms = ("verify.cli", "verify.run", "verify.report", "verify.fixtures", "verify.sweep", "verify.gatekit")
+    rooms = ("verify.cli", "verify.run", "verify.config", "verify.sandbox", "verify.report", "verify.fixtures")
+    rooms = (*rooms, "verify.sweep", "verify.gatekit")
     for room in (*rooms, *(f"verify.run.{package}" for package in RUN_PACKAGES)):
         doc = ast.get_docstring(ast.parse(MODULES[room].read_text()))
         assert doc and len(doc) > 40, f"{room}/__init__.py must open with a docstring saying what the room owns"

@@ -9,11 +9,13 @@ The names load lazily (PEP 562 `__getattr__`): `from verify import Mutation` imp
 so a catalog stays light and `dflash --help` never pays for torch; the re-exported modules never import this
 list back.
 
-The map: `cli` (the `dflash` command), `run` (a verify run: its configuration, sandbox, children, executors and
-phases), `report` (the verdict model and every renderer), `observe` (what a mutant changes, step by step),
-`propose` (mutations proposed from the engine's syntax trees), `sweep` (mutmut's operator mutants), `fixtures`
-(the shipped fixture pairs and their audit), `gatekit` (the engine-agnostic checks), `mutation` (the record and
-its registry), `templates` (bug-class templates), `seeds` (the gate seed), `compat` (the Python 3.10 shims).
+The map: `cli` (the `dflash` command), `run` (a verify run: its children, executors and phases), `config` (the
+`[tool.dflash]` table read and validated, the catalog it names, `dflash init`'s library), `sandbox` (what keeps a
+mutant in its box, for the run, observe and the sweep), `report` (the verdict model and every renderer), `observe`
+(what a mutant changes, step by step), `propose` (mutations proposed from the engine's syntax trees), `sweep`
+(mutmut's operator mutants), `fixtures` (the shipped fixture pairs and their audit), `gatekit` (the engine-agnostic
+checks), `mutation` (the record, its registry and how a mutation is applied), `templates` (bug-class templates),
+`seeds` (the gate seed), `compat` (the Python 3.10 shims).
 
 `verify` may import `runner`; `runner` never imports `verify`.
 """
@@ -62,7 +64,7 @@ if TYPE_CHECKING:  # what mypy and editors see; _EXPORTS below is what runs (a t
     )
     from verify.mutation import Mutation, MutationError, register
     from verify.observe.protocol import Emit, Observer, ObserverError, WorkloadTimeout
-    from verify.run.sandbox.confine import probe as confinement_probe
+    from verify.sandbox.confine import probe as confinement_probe
     from verify.seeds import GATE_SEED_ENV, gate_seed, reseed
     from verify.templates import (
         TEMPLATES,
@@ -146,7 +148,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
         name: ("verify.fixtures.api", name) for name in ("FixtureError", "FixturePair", "fixture_names", "load_fixture")
     },
     # the children's confinement on this machine
-    "confinement_probe": ("verify.run.sandbox.confine", "probe"),
+    "confinement_probe": ("verify.sandbox.confine", "probe"),
 }
 
 __all__ = [

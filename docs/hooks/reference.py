@@ -72,7 +72,7 @@ def _toml(value: object) -> str:
 
 def config_keys() -> str:
     """The `[tool.dflash]` keys: name, default and the field's own doc sentence."""
-    from verify.run.config.settings import ProjectConfig
+    from verify.config.settings import ProjectConfig
 
     rows = ["| key | default | meaning |", "| --- | --- | --- |"]
     for field in dataclasses.fields(ProjectConfig):
@@ -94,8 +94,8 @@ def config_keys() -> str:
 
 def catalog() -> str:
     """The embedded catalog: name, mutated file, bug class and the gates pinned to kill it."""
-    from verify.run.config.catalog import load_mutations
-    from verify.run.config.settings import load_config
+    from verify.config.catalog import load_mutations
+    from verify.config.settings import load_config
 
     mutations = load_mutations(load_config(ROOT))
     rows = [

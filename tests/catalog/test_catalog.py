@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from verify.config.catalog import load_mutations
+from verify.config.settings import load_config
 from verify.mutation import Mutation
+from verify.mutation.apply import Applied, apply_mutation
 from verify.report.verdict import Outcome, Status, matches_gate
-from verify.run.apply import Applied, apply_mutation
-from verify.run.config.catalog import load_mutations
-from verify.run.config.settings import load_config
 from verify.run.phases.run import RunOptions, run_verify
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from verify.run.config.catalog import load_mutations
-from verify.run.config.settings import load_config
+from verify.config.catalog import load_mutations
+from verify.config.settings import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOG = load_mutations(load_config(ROOT))

@@ -152,7 +152,7 @@ def test_a_narrow_terminal_gets_one_block(width: int, by: str) -> None:
 def test_the_real_catalog_at_80_columns_is_one_numbered_block_with_every_name_on_its_row() -> None:
     """The committed run (55 mutations, 15 gate files) at 80 columns: it split into 14 columns and a second
     block of 55 rows for the fifteenth; numbered columns with their digits stacked fit it in one."""
-    from verify.report.files import read_report
+    from verify.report.json_report import read_report
 
     report, _, _ = read_report(Path(__file__).resolve().parents[2] / "docs" / "runs" / "verify-first-kill.json")
     text = _render(80, report=report)
@@ -252,7 +252,7 @@ def test_every_renderer_tells_a_declared_survivor_from_a_test_gap(tmp_path) -> N
 
 
 def test_a_commands_table_and_a_detail_hint_are_drawn_by_the_html_and_terminal_renderers() -> None:
-    from verify.report.files import Detail, RunInfo, Table
+    from verify.report.json_report import Detail, RunInfo, Table
     from verify.report.terminal import render_table
 
     table = Table("By function", ("module", "function", "survived"), (("m.py", "f<x>", "3"),), ("1 note & more",))
@@ -274,9 +274,9 @@ def test_a_commands_table_and_a_detail_hint_are_drawn_by_the_html_and_terminal_r
 def test_the_catalog_on_a_terminal_fits_the_width_and_cuts_nothing(width: int) -> None:
     from pathlib import Path
 
+    from verify.config.catalog import load_mutations
+    from verify.config.settings import load_config
     from verify.report.catalog_view import render_mutations
-    from verify.run.config.catalog import load_mutations
-    from verify.run.config.settings import load_config
 
     mutations = load_mutations(load_config(Path(__file__).resolve().parents[2]))
     console = Console(width=width, record=True, file=io.StringIO(), color_system=None, force_terminal=True)
@@ -350,7 +350,7 @@ LONG_DIFF = (
 
 
 def _survivor_text(width: int, terminal: bool) -> str:
-    from verify.report.files import Detail
+    from verify.report.json_report import Detail
 
     gate = "tests/gates/test_gate_numerics.py::test_block_logits_match_the_dense_reference_implementation_exactly"
     survivor = MutationResult("draft-logits-skip-softcap", Status.SURVIVED, ran=(gate,))
@@ -402,7 +402,7 @@ SWEEP_COLUMNS = ("module", "survived", "no tests", "killed", "equivalent", "unco
 def test_a_commands_table_never_cuts_a_heading_or_a_value(width: int, terminal: bool) -> None:
     """The sweep's table by module at 80 columns cut its headings to `sur…`, `tes…`: too wide to fit, it is a
     line per row, each heading beside its value; piped without COLUMNS, the table at its own width."""
-    from verify.report.files import Table
+    from verify.report.json_report import Table
     from verify.report.terminal import render_table
 
     rows = (("toyrunner/accept.py", "1", "2", "10", "1", "0", "0", "0"), ("toyrunner/__init__.py", *"0" * 7))

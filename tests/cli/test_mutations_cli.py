@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from verify.cli import app
-from verify.run.config.catalog import load_mutations
-from verify.run.config.settings import load_config
+from verify.config.catalog import load_mutations
+from verify.config.settings import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOG = sorted(load_mutations(load_config(ROOT)))

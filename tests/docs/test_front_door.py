@@ -245,8 +245,8 @@ def test_the_html_pages_not_covering_figure_is_the_real_runs() -> None:
 
 def test_the_committed_runs_are_of_the_catalog_and_gates_there_are(gate_files: Counter[str]) -> None:
     # A mutation or a gate file added since: run `dflash verify --first-kill --no-cache --json` again and commit it.
-    from verify.run.config.catalog import load_mutations
-    from verify.run.config.settings import load_config
+    from verify.config.catalog import load_mutations
+    from verify.config.settings import load_config
 
     report = json.loads(FIRST_KILL_RUN.read_text("utf-8"))
     assert {m["name"] for m in report["mutations"]} == set(load_mutations(load_config(ROOT)))

@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 
 from verify.compat import tomllib
-from verify.run.config import catalog, settings
+from verify.config import catalog, settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,7 +16,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from verify.cli import app
-from verify.report.files import read_report
+from verify.report.json_report import read_report
 from verify.report.matrix import LEGEND
 from verify.report.terminal import render_matrix
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from verify.cli.explain import add_explanations
+from verify.config.catalog import load_mutations
+from verify.config.settings import load_config
 from verify.mutation import Mutation
 from verify.observe.api import SessionOptions
-from verify.report.files import Detail
+from verify.report.json_report import Detail
 from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, RunReport, Status
-from verify.run.config.catalog import load_mutations
-from verify.run.config.settings import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,14 +12,14 @@ import pytest
 from typer.testing import CliRunner
 
 from verify.cli import app
+from verify.config.catalog import load_mutations
+from verify.config.settings import load_config
 from verify.mutation import all_mutations
 from verify.observe.api import NoObserverError, SessionOptions, explain_overrides
 from verify.observe.session import ObserveJob
-from verify.report.files import Detail, read_report, write_json
+from verify.report.json_report import Detail, read_report, write_json
 from verify.report.stryker import to_stryker
 from verify.report.verdict import Baseline, MutationResult, RunReport, Status
-from verify.run.config.catalog import load_mutations
-from verify.run.config.settings import load_config
 from verify.sweep import equivalents
 from verify.sweep.report import write_json as write_sweep
 from verify.sweep.result import SweepMutant, SweepOutcome, SweepResult

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from verify.run.sandbox.confine import probe
+from verify.sandbox.confine import probe
 
 # Acts only under the observer (its worker runs as `python -m verify.observe.worker`), so the gates let it
 # survive the run and `dflash verify` explains it afterwards.
@@ -105,8 +105,8 @@ def test_explain_of_an_unconfined_mutant_writing_the_users_tree_is_exit_4(toy: P
 
 
 def test_an_observed_memory_hog_and_fork_bomb_are_ended_and_named_never_explained(toy: Path) -> None:
+    from verify.config.settings import load_config
     from verify.observe.api import SessionOptions, explain_overrides
-    from verify.run.config.settings import load_config
 
     pyproject = toy / "pyproject.toml"
     pyproject.write_text(pyproject.read_text() + "memory_factor = 1.0\nmemory_min_mb = 64\nprocesses_max = 8\n")

@@ -14,10 +14,10 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from verify.cli import app
+from verify.config.settings import load_config
 from verify.mutation import Mutation
 from verify.observe import reach
 from verify.observe.api import SessionOptions, explain_overrides, mutant_texts
-from verify.run.config.settings import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 

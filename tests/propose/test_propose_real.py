@@ -11,13 +11,13 @@ import pytest
 from typer.testing import CliRunner
 
 from verify.cli import app
+from verify.config.catalog import load_mutations
+from verify.config.settings import load_config
 from verify.mutation import all_mutations, reset_registry
+from verify.mutation.apply import Applied, apply_mutation
 from verify.propose.check import import_failures
 from verify.propose.edit import BugClass
 from verify.propose.scanner import scan_text
-from verify.run.apply import Applied, apply_mutation
-from verify.run.config.catalog import load_mutations
-from verify.run.config.settings import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOKUP = ROOT / "examples" / "lookup-engine"

@@ -10,10 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from verify.cli import app
+from verify.config.catalog import StaleAnchorError, stale_anchors
+from verify.config.settings import load_config
 from verify.mutation import Mutation, reset_registry
-from verify.run.apply import nearest
-from verify.run.config.catalog import StaleAnchorError, stale_anchors
-from verify.run.config.settings import load_config
+from verify.mutation.apply import nearest
 
 SOURCE = "def accept(p, q, i, x):\n    ratio = p[i, x] / q[i, x]\n    return ratio\n"
 

@@ -15,10 +15,10 @@ import pytest
 from typer.testing import CliRunner
 
 from verify.cli.sweep import sweep_app
+from verify.config.catalog import load_mutations
+from verify.config.settings import load_config
+from verify.mutation.apply import Applied, apply_mutation
 from verify.report.verdict import Status
-from verify.run.apply import Applied, apply_mutation
-from verify.run.config.catalog import load_mutations
-from verify.run.config.settings import load_config
 from verify.sweep.driver import SweepConfig, run_sweep
 from verify.sweep.report import result_from_json
 from verify.sweep.result import NO_TESTS, NOT_CHECKED, DecoratedFunction, SweepOutcome

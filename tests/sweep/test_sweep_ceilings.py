@@ -23,8 +23,8 @@ import pytest
 
 from verify.report.verdict import Status
 from verify.run.execution.ceilings import load_scale
-from verify.run.sandbox import reaper
-from verify.run.sandbox.confine import probe
+from verify.sandbox import reaper
+from verify.sandbox.confine import probe
 from verify.sweep.driver import SweepConfig, run_sweep
 from verify.sweep.mutant import memory_ceiling
 from verify.sweep.result import SweepOutcome

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from verify.cli.sweep import sweep_app
 from verify.report.verdict import Status
-from verify.run.sandbox.confine import ConfineError, probe
+from verify.sandbox.confine import ConfineError, probe
 from verify.sweep import launch
 from verify.sweep.driver import SweepConfig, run_sweep
 from verify.sweep.result import SweepOutcome

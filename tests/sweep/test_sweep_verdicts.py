@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from verify.cli.sweep import sweep_app
-from verify.report.files import RunInfo
 from verify.report.html import render_html
+from verify.report.json_report import RunInfo
 from verify.report.junit import write_junit
 from verify.report.stryker import write_stryker
 from verify.report.summary import judge, verdict_line

@@ -107,10 +107,10 @@ def explain_mutation(
       dflash verify explain store-window
       dflash verify explain rejection-ignores-draft-prob greedy-accepts-one-extra --jobs 2
     """
+    from verify.config.catalog import load_mutations
+    from verify.config.settings import ConfigError, load_config
     from verify.mutation import MutationError, unknown_names
     from verify.observe.api import mutant_texts
-    from verify.run.config.catalog import load_mutations
-    from verify.run.config.settings import ConfigError, load_config
 
     try:
         config = load_config(project)
@@ -168,8 +168,8 @@ def explain_sweep_mutant(
       dflash sweep explain 'runner.batch.x_compact__mutmut_3'
       dflash sweep explain --jobs 2 --write-equivalents
     """
+    from verify.config.settings import ConfigError, load_config
     from verify.observe.api import SessionOptions
-    from verify.run.config.settings import ConfigError, load_config
     from verify.sweep import equivalents
     from verify.sweep import report as sweep_report
     from verify.sweep.triage import TriageError, annotate_equivalents, sweep_mutant_texts, triage
@@ -217,10 +217,11 @@ def add_explanations(
 
     from verify.observe.api import NoObserverError, ObserveHarnessError, ObserveTreeError, explain_catalog, mutant_texts
     from verify.observe.kept import KeptExplanation, KeptExplanations
+    from verify.report.verdict import Status
     from verify.run.phases.cache import tree_digest
 
     survivors = {
-        r.name: mutations[r.name] for r in report.mutations if str(r.status) == "survived" and r.name in mutations
+        r.name: mutations[r.name] for r in report.mutations if r.status == Status.SURVIVED and r.name in mutations
     }
     if not survivors:
         return details

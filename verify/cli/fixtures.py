@@ -61,7 +61,7 @@ def build_cmd(
 
 def _load_adapter_factory(spec: str, project: Path) -> Any:
     """`module:callable`, imported with the project's import paths (its [tool.dflash] source roots) first."""
-    from verify.run.config.settings import ConfigError, load_config
+    from verify.config.settings import ConfigError, load_config
 
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:

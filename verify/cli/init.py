@@ -61,10 +61,11 @@ def init(
     """
     import dataclasses
 
+    from verify.config.adopt import collect, find_suite, project_config
+    from verify.config.scaffold import GATE_FILE, ScaffoldError, detect, write
     from verify.propose.api import DEFAULT_OUTPUT, propose
     from verify.propose.writer import catalog_text
-    from verify.run.config.scaffold import GATE_FILE, ScaffoldError, detect, write
-    from verify.run.phases.adopt import check_baseline, collect, find_suite, project_config
+    from verify.run.phases.pristine import check_baseline
 
     try:
         scaffold = detect(project)

@@ -46,10 +46,10 @@ def list_mutations(project: ProjectOption = Path(".")) -> None:
     Example:
       dflash mutations list --project path/to/project
     """
+    from verify.config.catalog import StaleAnchorError, load_mutations, stale_anchors
+    from verify.config.settings import ConfigError, load_config
     from verify.report.catalog_view import render_mutations
     from verify.report.terminal import render_error
-    from verify.run.config.catalog import StaleAnchorError, load_mutations, stale_anchors
-    from verify.run.config.settings import ConfigError, load_config
 
     try:
         config = load_config(project)
@@ -79,12 +79,12 @@ def show_mutation(
       dflash mutations show walk-replaced-by-argmax | git apply --check
       dflash mutations show walk-replaced-by-argmax | patch -p1 --dry-run
     """
+    from verify.config.catalog import load_mutations
+    from verify.config.settings import ConfigError, load_config
     from verify.mutation import unknown_names
+    from verify.mutation.apply import Stale, apply_mutation
     from verify.report.catalog_view import render_mutation
     from verify.report.terminal import render_error
-    from verify.run.apply import Stale, apply_mutation
-    from verify.run.config.catalog import load_mutations
-    from verify.run.config.settings import ConfigError, load_config
     from verify.run.phases.details import details_for
 
     try:
@@ -138,11 +138,11 @@ def propose_mutations(
 
     Exit 0 written (or nothing found); 2 no [tool.dflash], or the output names a file of yours.
     """
+    from verify.config.settings import ConfigError, load_config
     from verify.propose.api import propose
     from verify.propose.writer import WriterError
     from verify.report.catalog_view import render_proposals
     from verify.report.terminal import render_error
-    from verify.run.config.settings import ConfigError, load_config
 
     try:
         config = load_config(project)

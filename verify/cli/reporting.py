@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 if TYPE_CHECKING:
-    from verify.report.files import Detail, RunInfo
+    from verify.report.json_report import Detail, RunInfo
     from verify.report.verdict import RunReport
 
 R = TypeVar("R")
@@ -151,7 +151,7 @@ def project_commit(root: Path) -> str:
 def run_info(
     root: Path, settings: Mapping[str, Any], wall_s: float | None, fail_under: float, commit: str | None = None
 ) -> RunInfo:
-    from verify.report.files import RunInfo
+    from verify.report.json_report import RunInfo
 
     commit = project_commit(root) if commit is None else commit
     return RunInfo(tool_version(), commit, str(Path(root).resolve()), dict(settings), wall_s, fail_under)
@@ -175,8 +175,8 @@ def write_reports(
     """Write each report file asked for, by its registered format's writer; return the paths written."""
     if not outputs.files:
         return []
-    from verify.report.files import ReportInputs
     from verify.report.formats import FORMATS
+    from verify.report.json_report import ReportInputs
 
     inputs = ReportInputs(report, details, root, info, repository_prefix(root))
     for name, path in outputs.files.items():
@@ -201,7 +201,7 @@ def save_last_report(
     report: RunReport, details: Mapping[str, Detail] | None, root: Path, info: RunInfo | None = None
 ) -> None:
     """Keep the run's report where `dflash verify show` finds it (beside the result cache), atomically."""
-    from verify.report.files import write_json
+    from verify.report.json_report import write_json
 
     path = Path(root) / LAST_REPORT
     path.parent.mkdir(exist_ok=True)
@@ -247,7 +247,9 @@ def finish(
     for problem in report.harness_errors:
         render_error(problem)
     if report.interrupted_by:
-        done = sum(1 for r in report.mutations if r.status.is_judged or str(r.status) in ("stale", "skipped"))
+        from verify.report.verdict import Status
+
+        done = sum(1 for r in report.mutations if r.status.is_judged or r.status in (Status.STALE, Status.SKIPPED))
         render_error(
             f"interrupted by {report.interrupted_by}: {done} mutations finished (cached; the next run resumes)"
         )

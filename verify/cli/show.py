@@ -61,7 +61,7 @@ def show(
       dflash verify show shard-1.json
       dflash verify show --html report.html --annotations github
     """
-    from verify.report.files import MergeError, read_report
+    from verify.report.json_report import MergeError, read_report
     from verify.report.summary import judge
     from verify.report.terminal import (
         render_error,

@@ -118,10 +118,10 @@ def sweep(
     except MutmutVersionError as error:
         raise _fail(str(error)) from None
     from verify.cli.reporting import run_info
+    from verify.config.catalog import load_mutations
+    from verify.config.settings import ConfigError, load_config
     from verify.report.summary import judge
     from verify.report.verdict import Status
-    from verify.run.config.catalog import load_mutations
-    from verify.run.config.settings import ConfigError, load_config
     from verify.sweep import equivalents
     from verify.sweep import render as sweep_render
     from verify.sweep import report as sweep_report
@@ -198,8 +198,8 @@ def promote(
     Example:
       dflash sweep promote 'runner.batch.x_compact__mutmut_3' batch-compaction-skips-row
     """
-    from verify.run.config.catalog import load_mutations
-    from verify.run.config.settings import ConfigError, load_config
+    from verify.config.catalog import load_mutations
+    from verify.config.settings import ConfigError, load_config
     from verify.sweep import promote as sweep_promote
     from verify.sweep import render as sweep_render
     from verify.sweep import report as sweep_report

@@ -146,19 +146,19 @@ def verify(
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
+    from verify.config.catalog import StaleAnchorError, load_mutations, stale_anchors
+    from verify.config.settings import ConfigError, load_config, with_overrides
     from verify.mutation import MutationError
-    from verify.report.files import write_json
+    from verify.report.json_report import write_json
     from verify.report.progress import PhaseProgress
     from verify.report.terminal import render_ceilings, render_confinement, render_error, render_node_confinement
     from verify.report.verdict import RunReport
-    from verify.run.config.catalog import StaleAnchorError, load_mutations, stale_anchors
-    from verify.run.config.settings import ConfigError, load_config, with_overrides
     from verify.run.execution.interrupts import interrupt_signal
     from verify.run.execution.jobs import ExecutorLost
     from verify.run.phases.cache import ChangedSinceError, ResultCache
     from verify.run.phases.run import BaselineError, HarnessError, RunOptions, SelectionError, Shard, run_verify
-    from verify.run.sandbox import cgroups, namespaces, secrets
-    from verify.run.sandbox.confine import probe
+    from verify.sandbox import cgroups, namespaces, secrets
+    from verify.sandbox.confine import probe
 
     started = time.monotonic()
     commit = project_commit(project)  # the tree the run starts from, not the one it ends on
@@ -274,7 +274,7 @@ def merge_reports(
       dflash verify merge shard-*.json --json all.json --html all.html --junit all.xml
       dflash verify merge shard-*.json --annotations github --codequality codequality.json
     """
-    from verify.report.files import MergeError, merge
+    from verify.report.json_report import MergeError, merge
     from verify.report.terminal import render_error
 
     started = time.monotonic()

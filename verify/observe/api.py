@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from verify.config.project import project_files
+from verify.config.settings import ProjectConfig
 from verify.mutation import Mutation
 from verify.observe.compare import Tolerance
 from verify.observe.explain import Explanation, GateFacts, explain
@@ -24,8 +26,6 @@ from verify.observe.session import (
     SessionOptions,
     observe_mutants,
 )
-from verify.run.config.project import project_files
-from verify.run.config.settings import ProjectConfig
 
 __all__ = ["ExplainRun", "NoObserverError", "explain_catalog", "explain_overrides", "mutant_texts"]
 
@@ -65,7 +65,7 @@ class ExplainRun:
 
 def mutant_texts(mutations: Mapping[str, Mutation], root: Path) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
     """Each catalog mutation's mutated file, and why the ones that no longer apply were left out."""
-    from verify.run.apply import Applied, apply_mutation
+    from verify.mutation.apply import Applied, apply_mutation
 
     texts, stale = {}, {}
     for name, mutation in mutations.items():

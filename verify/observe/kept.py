@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from verify.run.config.project import CACHE_DIR
-from verify.run.config.settings import ProjectConfig
+from verify.config.project import CACHE_DIR
+from verify.config.settings import ProjectConfig
 
 __all__ = ["KeptExplanation", "KeptExplanations"]
 

@@ -5,7 +5,7 @@ Copies the project's files (the ones a verify run copies) into a temporary folde
 subprocess (`verify/observe/worker.py`, with the children's clean environment and no stdin) and reads back each
 mutant's comparison with the pristine run and the digest of its observation, as JSON (never unpickled). The
 user's tree is only read: the worker's children are confined, and the whole session runs under the run's tree
-guard (`verify.run.sandbox.guard`: the project inventoried before and after, everything its processes left behind
+guard (`verify.sandbox.guard`: the project inventoried before and after, everything its processes left behind
 ended), so a change to the user's files is an `ObserveTreeError` naming them, never a silent success. An
 observation run that fails in the pristine tree (an error or a timeout in a workload, an observer that cannot
 load) is a harness error, named, never an explanation. Knows nothing of the CLI or of reports.
@@ -171,7 +171,7 @@ def observe_mutants(job: ObserveJob) -> Observed:
 
     Raises ObserveTreeError when the user's files changed meanwhile, ObserveHarnessError when the observation
     itself failed."""
-    from verify.run.sandbox.guard import TreeGuard
+    from verify.sandbox.guard import TreeGuard
 
     guard = TreeGuard(Path(job.root))  # the inventory before any child
     with guard:
@@ -182,8 +182,8 @@ def observe_mutants(job: ObserveJob) -> Observed:
 
 
 def _observe(job: ObserveJob) -> Observed:
-    from verify.run.sandbox.hardening import clean_environment, memory_bytes
-    from verify.run.sandbox.private_copy import copy_files
+    from verify.sandbox.hardening import clean_environment, memory_bytes
+    from verify.sandbox.private_copy import copy_files
 
     options, limits, mutants = job.options, job.limits, job.mutants
     with tempfile.TemporaryDirectory(prefix="dflash-observe-") as tmp:

@@ -8,14 +8,14 @@ gates as workloads, the first pristine run runs every gate and measures which ru
 files (coverage contexts); each mutant runs the gates that ran its rewritten lines; a gate's value that differs
 between the two pristine runs is compared nowhere (UNSTABLE), where an observer's must repeat exactly.
 
-Every child lives under the regime of a verify run's children: hardened (`verify.run.sandbox.hardening`: a clean
-environment, stdin /dev/null, oom_score_adj, memory and file-size ceilings), confined (`verify.run.sandbox.confine`) to
+Every child lives under the regime of a verify run's children: hardened (`verify.sandbox.hardening`: a clean
+environment, stdin /dev/null, oom_score_adj, memory and file-size ceilings), confined (`verify.sandbox.confine`) to
 writing its own scratch folder and its own output folder (`out/<id>/`), the subreaper of what it starts, and
 its whole process tree ended when it ends, however it ends (this worker is their subreaper); a child past its
 process ceiling is ended. Only the comparison and a digest of each observation come back, as JSON (`out/<id>/
 result.json`; `out/<id>/failure` the harness's own failure), so a mutant's observation never crosses a
 process boundary and nothing a child wrote is ever unpickled. Each child serves its mutant's files through
-`verify.run.apply.MutantFinder` from the private copy; the user's tree is never read here. A child that dies
+`verify.mutation.apply.MutantFinder` from the private copy; the user's tree is never read here. A child that dies
 or outlives its budget is reported as a failure of the harness, never as an observation. Run as
 `python -m verify.observe.worker JOB.json`; knows nothing of the CLI or of reports.
 """
@@ -56,9 +56,9 @@ def _child(job: dict[str, Any], spec: dict[str, Any], pristine: Any, out: Path, 
     code = 0
     mine = out / spec["id"]
     try:
-        from verify.run.config.writable import writable_paths
-        from verify.run.sandbox import hardening, reaper
-        from verify.run.sandbox.confine import confine
+        from verify.config.writable import writable_paths
+        from verify.sandbox import hardening, reaper
+        from verify.sandbox.confine import confine
 
         hardening.die_with_parent(parent)
         reaper.become_subreaper()  # what the observer starts comes back here, and ends with it
@@ -71,8 +71,8 @@ def _child(job: dict[str, Any], spec: dict[str, Any], pristine: Any, out: Path, 
 
         import torch
 
+        from verify.mutation.apply import MutantFinder
         from verify.observe import compare, protocol, record
-        from verify.run.apply import MutantFinder
 
         root = Path(job["root"])
         os.environ["TMPDIR"] = tempfile.tempdir = str(tmp)
@@ -198,7 +198,7 @@ def _run(job: dict[str, Any], specs: list[dict[str, Any]], pristine: Any, out: P
     (`verify.run.execution.ceilings`) is ended with everything beneath it, and whatever a child left behind ends when it
     does."""
     from verify.run.execution import ceilings
-    from verify.run.sandbox import hardening, reaper
+    from verify.sandbox import hardening, reaper
 
     processes_max = int(job.get("processes_max", 0))
     queue, running, limits, ticks = list(specs), dict[int, tuple[str, float]](), dict[int, hardening.Ceilings](), 0
@@ -241,13 +241,13 @@ def main(argv: list[str]) -> int:
     out = Path(job["out"])
     import torch
 
+    import verify.mutation.apply  # noqa: F401
     import verify.observe.compare  # noqa: F401  (imported once here, shared by every child)
-    import verify.run.apply  # noqa: F401
     from verify.observe import compare, reach, record
 
     if job.get("gates") is not None:
         import verify.observe.gate_record  # noqa: F401  (pytest with it: imported once, shared by every child)
-    from verify.run.sandbox import reaper
+    from verify.sandbox import reaper
 
     reaper.become_subreaper()  # what a child leaves behind comes back here, and is ended
     torch.set_num_threads(1)

@@ -10,7 +10,7 @@
 - `writer`: the proposals named and written as a catalog module.
 - `api`: `propose`, from a project's settings to a `ProposalRun`.
 
-May import `verify.run.config` and `verify.run.sandbox` (the layout, the private copy) and `verify.mutation`;
+May import `verify.config` and `verify.sandbox` (the layout, the private copy) and `verify.mutation`;
 never the CLI or the report. It never prints. This package's own import pulls in nothing: `verify.templates`
 imports its rules without the run.
 """

@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from verify.config.layout import module_name
+from verify.config.settings import ProjectConfig
 from verify.propose.check import import_failures
 from verify.propose.edit import BugClass
 from verify.propose.scanner import Proposal, Refused, scan_text
 from verify.propose.writer import catalog_text, names, write_catalog
-from verify.run.config.layout import module_name
-from verify.run.config.settings import ProjectConfig
 
 __all__ = ["DEFAULT_OUTPUT", "ProposalRun", "propose", "source_files"]
 

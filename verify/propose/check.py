@@ -14,9 +14,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from verify.config.layout import module_name
 from verify.propose.scanner import Proposal
-from verify.run.config.layout import module_name
-from verify.run.sandbox.private_copy import copy_files, visible_files
+from verify.sandbox.private_copy import copy_files, visible_files
 
 __all__ = ["IMPORT_TIMEOUT_S", "import_failures"]
 

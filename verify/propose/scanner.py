@@ -9,10 +9,10 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from verify.mutation.apply import count_matches
 from verify.propose import attention_rules, distribution_rules, sampling_rules
 from verify.propose.edit import BugClass, Edit, Found, Refusal, statement_of
 from verify.propose.source import Source, parse_file
-from verify.run.apply import count_matches
 
 __all__ = ["RULES", "Proposal", "Refused", "scan_text"]
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from verify.report.files import ReportInputs
+    from verify.report.json_report import ReportInputs
 
 __all__ = ["Finding", "findings", "github_annotations", "to_codequality", "write_codequality", "write_report"]
 

@@ -16,8 +16,8 @@ from rich.measure import Measurement
 from rich.table import Table as RichTable
 
 from verify.mutation import Mutation
-from verify.report.files import Detail
 from verify.report.fit import fit_width, print_diff, widened
+from verify.report.json_report import Detail
 
 __all__ = ["render_mutation", "render_mutations", "render_proposals"]
 

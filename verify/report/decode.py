@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from verify.report.verdict import Baseline, Corroboration, GateOutcome, MutationResult, Outcome, Status
+from verify.report.verdict import Baseline, BaselineStatus, Corroboration, GateOutcome, MutationResult, Outcome, Status
 
 __all__ = ["baseline_from_dict", "outcome_from_dict", "result_from_dict"]
 
@@ -42,4 +42,4 @@ def result_from_dict(data: dict[str, Any]) -> MutationResult:
 
 
 def baseline_from_dict(data: dict[str, Any]) -> Baseline:
-    return Baseline(data["status"], tuple(outcome_from_dict(g) for g in data["gates"]))
+    return Baseline(BaselineStatus(data["status"]), tuple(outcome_from_dict(g) for g in data["gates"]))

@@ -3,7 +3,7 @@
 `dflash verify`, `verify merge` and `verify show` take one `--NAME PATH` option per registered format, and the
 run leaves every file asked for out of the tree it hashes and guards, all from this registry. A new format is
 its own module under verify/report/ with a writer `write(inputs: ReportInputs, path: Path) -> None`
-(verify.report.files.ReportInputs: the report, its details, the project's folder, the run's facts), plus one
+(verify.report.json_report.ReportInputs: the report, its details, the project's folder, the run's facts), plus one
 `register_format(...)` line at the end of this module.
 
 Writers are named "module:function" and imported only when a report is written, so the CLI's `--help` loads
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from verify.report.files import ReportInputs
+    from verify.report.json_report import ReportInputs
 
 __all__ = ["FORMATS", "ReportFormat", "file_formats", "register_format"]
 
@@ -73,7 +73,9 @@ def file_formats(*, rereading: bool = False) -> list[ReportFormat]:
 
 # In the order the options are listed in `--help`.
 register_format(
-    ReportFormat("json", "Write the JSON report (dflash-verify/1) here.", "verify.report.files:write_report", True)
+    ReportFormat(
+        "json", "Write the JSON report (dflash-verify/1) here.", "verify.report.json_report:write_report", True
+    )
 )
 register_format(
     ReportFormat("junit", "Write JUnit XML here (one testcase a mutation).", "verify.report.junit:write_report")

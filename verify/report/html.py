@@ -26,12 +26,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from verify.report.files import Detail, ReportInputs, RunInfo, Table
 from verify.report.html_assets import BOOT, STYLE
+from verify.report.json_report import Detail, ReportInputs, RunInfo, Table
 from verify.report.matrix import LEGEND, SYMBOL_STYLE, build_matrix
 from verify.report.stryker import STRYKER_STATUS, to_stryker
 from verify.report.summary import DECLARED, format_score, judge, status_label, status_reason, verdict_line
-from verify.report.verdict import MutationResult, RunReport
+from verify.report.verdict import MutationResult, RunReport, Status
 from verify.report.viewer import load_viewer
 
 __all__ = ["FIRST_KILL_NOTE", "render_html", "script_json", "viewer_note", "write_html", "write_report"]
@@ -150,7 +150,7 @@ def _explained(detail: Detail | None) -> str:
 
 def _survivors(report: RunReport, details: Mapping[str, Detail]) -> str:
     """Every survivor that is a test gap, at the top: where it is, its bug class and its explanation."""
-    gaps = [r for r in report.mutations if str(r.status) == "survived" and not report.is_declared_survivor(r)]
+    gaps = [r for r in report.mutations if r.status == Status.SURVIVED and not report.is_declared_survivor(r)]
     if not gaps:
         return ""
     items = []

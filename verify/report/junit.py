@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from pathlib import Path
 
-from verify.report.files import Detail, ReportInputs, RunInfo
+from verify.report.json_report import Detail, ReportInputs, RunInfo
 from verify.report.summary import DECLARED, judge, status_label, status_reason
 from verify.report.verdict import RunReport
 

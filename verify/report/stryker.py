@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from verify.report.files import Detail, ReportInputs, RunInfo
+from verify.report.json_report import Detail, ReportInputs, RunInfo
 from verify.report.summary import judge, status_label, status_reason
-from verify.report.verdict import MutationResult, Outcome, RunReport
+from verify.report.verdict import MutationResult, Outcome, RunReport, Status
 
 __all__ = ["STRYKER_STATUS", "stryker_status", "to_stryker", "write_report", "write_stryker"]
 
@@ -50,10 +50,9 @@ STRYKER_STATUS = {
 def stryker_status(report: RunReport, result: MutationResult) -> str:
     if report.is_declared_survivor(result):
         return "Ignored"  # declared to survive: outside the score, as in ours
-    status = str(result.status)
-    if status == "survived" and not result.ran:
+    if result.status == Status.SURVIVED and not result.ran:
         return "NoCoverage"
-    return STRYKER_STATUS.get(status, "RuntimeError")
+    return STRYKER_STATUS.get(result.status, "RuntimeError")
 
 
 def _status_reason(report: RunReport, result: MutationResult, detail: Detail) -> str:
@@ -66,7 +65,7 @@ def _status_reason(report: RunReport, result: MutationResult, detail: Detail) ->
             continue
         message = ": ".join(part for part in (outcome.exc_type, outcome.message) if part)
         lines.append(f"{outcome.gate_id}: {outcome.outcome}" + (f": {message}" if message else ""))
-    if str(result.status) == "survived" and result.ran:
+    if result.status == Status.SURVIVED and result.ran:
         lines.append(f"{len(result.ran)} gate(s) reaching the mutated lines ran and stayed green")
     if detail.explanation:
         lines.append(detail.explanation)

@@ -60,7 +60,7 @@ class Verdict:
     @property
     def counts_text(self) -> str:
         def said(status: str, n: int) -> str:
-            alone = f" ({self.unreached} reached by no gate)" if status == "survived" and self.unreached else ""
+            alone = f" ({self.unreached} reached by no gate)" if status == Status.SURVIVED and self.unreached else ""
             return f"{n} {status}{alone}"
 
         return ", ".join(said(status, n) for status, n in self.counts) or "no mutations"
@@ -97,7 +97,7 @@ def judge(report: RunReport, fail_under: float = 0.0) -> Verdict:
         harness_errors=report.harness_errors,
         count=report.counting,
         detected=report.detected,
-        unreached=sum(1 for r, s in zip(report.mutations, statuses, strict=True) if s == "survived" and not r.ran),
+        unreached=sum(1 for r, s in zip(report.mutations, statuses, strict=True) if s == Status.SURVIVED and not r.ran),
     )
 
 

@@ -18,8 +18,8 @@ from rich.measure import Measurement
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from verify.report.files import Detail, Table
 from verify.report.fit import fit_width, print_diff, print_wrapped, widened
+from verify.report.json_report import Detail, Table
 from verify.report.matrix import STATUS_STYLE, SYMBOL, SYMBOL_STYLE, build_matrix
 from verify.report.matrix_view import render_matrix
 from verify.report.summary import Verdict, format_score, status_label, status_reason, verdict_line

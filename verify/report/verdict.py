@@ -18,6 +18,7 @@ from verify.compat import StrEnum
 
 __all__ = [
     "Baseline",
+    "BaselineStatus",
     "Corroboration",
     "GateOutcome",
     "MutationResult",
@@ -149,9 +150,18 @@ class MutationResult:
         return tuple(o.gate_id for o in self.outcomes if o.outcome in kinds)
 
 
+class BaselineStatus(StrEnum):
+    """What the unmutated tree did: only a green baseline lets a run judge mutations."""
+
+    GREEN = "green"
+    RED = "red"  # ends the run before any mutation
+    FLAKY = "flaky"  # ends the run before any mutation
+    PENDING = "pending"  # not run yet
+
+
 @dataclass(frozen=True, slots=True)
 class Baseline:
-    status: str  # "green", or "red" / "flaky" (those end the run before any mutation)
+    status: BaselineStatus
     gates: tuple[GateOutcome, ...]
 
     @property

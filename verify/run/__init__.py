@@ -1,22 +1,19 @@
 """The run: from a project's `[tool.dflash]` table to a `RunReport`, one sub-package per concern.
 
-- `config/`: what the run is asked to do (settings, the catalog, the project's files, the selection, `init`'s
-  scaffold, the `writable` key). Imports nothing else of the run.
-- `sandbox/`: what keeps a mutant in its box (Landlock confinement, namespaces, secrets, the reaper, the tree
-  inventory and guard, the private copies, the per-child cgroups). Imports nothing else of the run.
 - `child/`: what runs after fork (one job's life, the gate recorder and the p-value a red gate states, the
   child's half of coverage, the warm worker and its hot swap).
 - `execution/`: how jobs reach children (the job records, the fork executor and its warm workers, devices,
   interrupts, the Ray
   executor in `cluster/`, and `choice`, which picks one).
-- `phases/`: the run's order and its verdicts (baseline and checks, the corroboration policy, judge, order, the
-  layout probe, the cache, the coverage map, report details).
-- `apply` (a mutation's text, served to imports) and `harness` (the digest of the harness's code) stand flat.
+- `phases/`: the run's order and its verdicts (the pristine runs: baseline, self-check, flake re-runs; the
+  corroboration policy, judge, order, the layout probe, the cache, the coverage map, report details).
+- `harness_digest` (the digest of the harness's code, the cache key) stands flat.
 
-Imports point down: phases -> execution -> child -> config and sandbox, and anything may use `apply` and
-`harness`; tests/test_layout.py enforces it. The run may import `runner`, `verify.mutation` and `verify.report`
-(to build verdict records), never `verify.cli` or `verify.sweep`. It never prints: it returns records and
-reports progress through callbacks.
+Imports point down: phases -> execution -> child, and every one may use `verify.config` (what the run is asked to
+do) and `verify.sandbox` (what keeps a mutant in its box), the services the run shares with observe and the sweep,
+and anything may use `harness_digest`; tests/test_layout.py enforces it. The run may import `runner`,
+`verify.mutation` and `verify.report` (to build verdict records), never `verify.cli` or `verify.sweep`. It never
+prints: it returns records and reports progress through callbacks.
 
 A job's path, process by process:
 
@@ -35,8 +32,8 @@ A job's path, process by process:
            confinement, ceilings, log and capture files, the mutated functions' code swapped in (child.hotswap),
            then pytest runs only its gates with child.recorder, as above
       <- parent reads the journal (sealed, child.journal) and result.json into a JobResult
-         (execution.remains.collect), kills the child's process group past its budget or past its current gate's
-         deadline, whatever the child does with signals (execution.overtime)
+         (execution.child_result.collect), kills the child's process group past its budget or past its current
+         gate's deadline, whatever the child does with signals (execution.overtime)
 
     Ray executor (`--executor ray`)
       CLI process (the driver): phases.run -> execution.choice -> execution.cluster.executor.RayExecutor

@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verify.config.settings import ProjectConfig
+from verify.config.writable import writable_paths
 from verify.report.verdict import Status
-from verify.run.config.settings import ProjectConfig
-from verify.run.config.writable import writable_paths
 from verify.run.phases import cache
-from verify.run.sandbox import hardening
-from verify.run.sandbox.guard import TreeGuard
-from verify.run.sandbox.private_copy import copy_files, visible_files
+from verify.sandbox import hardening
+from verify.sandbox.guard import TreeGuard
+from verify.sandbox.private_copy import copy_files, visible_files
 from verify.sweep import equivalents
 from verify.sweep import launch as sweep_launch
 from verify.sweep import mutant as sweep_mutant

@@ -2,7 +2,7 @@
 keeper of every process the sweep starts.
 
 Run as `python .../verify/sweep/launch.py COMMAND...` with the folders in `WRITABLE` (os.pathsep-separated): a fresh
-interpreter is single-threaded, so Landlock (`verify.run.sandbox.confine`) covers every thread, and what it
+interpreter is single-threaded, so Landlock (`verify.sandbox.confine`) covers every thread, and what it
 restricts passes through fork and `exec` to mutmut, its forked workers and every process a mutant starts. A
 kernel that has Landlock and refuses a step ends the launcher with REFUSED before mutmut runs, so no mutant runs
 unconfined by accident; a kernel without it runs mutmut as it is (the sweep's inventory still checks the
@@ -27,8 +27,8 @@ import sys
 import time
 from pathlib import Path
 
-from verify.run.sandbox import reaper
-from verify.run.sandbox.confine import ConfineError, confine
+from verify.sandbox import reaper
+from verify.sandbox.confine import ConfineError, confine
 
 WRITABLE = "DFLASH_SWEEP_WRITABLE"
 REFUSED = 75  # EX_TEMPFAIL: the sweep reports it as a harness failure, naming the refused step

@@ -3,10 +3,10 @@
 mutmut runs each mutant's gates in a process of its own (forked from its fork server, or from mutmut itself);
 the sweep's pytest plugin calls `enter` there (pytest_configure), `crashed` for each gate's report and `leave`
 at the end; each tells the driver what it is and what happened, on a pipe every process of the sweep inherits.
-In a mutant's process `enter` does what `verify.run.sandbox.hardening` does for a verify child: `oom_score_adj`
+In a mutant's process `enter` does what `verify.sandbox.hardening` does for a verify child: `oom_score_adj`
 raised, RLIMIT_FSIZE (a write past it fails with EFBIG) and an RLIMIT_DATA backstop of what the process holds
 now plus its memory ceiling; then a Landlock layer of its own on top of the one mutmut runs
-under (`verify.run.sandbox.confine`): the same writable folders less `/dev/shm`, which mutmut itself needs
+under (`verify.sandbox.confine`): the same writable folders less `/dev/shm`, which mutmut itself needs
 (its pool's semaphores) and a mutant never gets. Its registration (pid, mutant) is how the driver finds the
 processes to watch (`verify.sweep.watch`): the process count and resident memory of its tree, which only a
 process outside it can police. A gate red by MemoryError or EFBIG is told too, so the sweep can say `crashed

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from verify.mutation import Mutation, MutationError
+from verify.mutation.apply import count_matches
 from verify.report.verdict import Status
-from verify.run.apply import count_matches
 from verify.sweep.result import SweepMutant, SweepResult
 
 PROMOTABLE = frozenset({Status.SURVIVED})  # no-tests survivors included: their status is survived

@@ -22,7 +22,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from verify.report.files import Detail, Table
+from verify.report.json_report import Detail, Table
 from verify.report.progress import eta_s, format_s, is_interactive
 from verify.report.summary import Verdict
 from verify.report.terminal import render_summary, render_survivors, render_table, render_verdict

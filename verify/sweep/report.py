@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from verify.mutation import Mutation
-from verify.report import files as report_files
-from verify.report.files import RunInfo, Table
+from verify.mutation.apply import count_matches
+from verify.report import json_report as report_files
 from verify.report.html import write_html
+from verify.report.json_report import RunInfo, Table
 from verify.report.junit import write_junit
 from verify.report.stryker import write_stryker
 from verify.report.verdict import Status
-from verify.run.apply import count_matches
 from verify.sweep import source as sweep_source
 from verify.sweep.result import (
     LEGACY,

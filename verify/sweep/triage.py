@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verify.compat import tomllib
+from verify.config.settings import ProjectConfig
+from verify.mutation.apply import count_matches
 from verify.observe.api import ExplainRun, SessionOptions, explain_overrides
-from verify.report.files import Table
+from verify.report.json_report import Table
 from verify.report.verdict import Status
-from verify.run.apply import count_matches
-from verify.run.config.settings import ProjectConfig
 from verify.sweep import equivalents
 from verify.sweep.result import SweepMutant, SweepResult
 

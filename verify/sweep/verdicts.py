@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from verify.report.files import Detail
-from verify.report.verdict import Baseline, GateOutcome, MutationResult, Outcome, RunReport, Status
+from verify.report.json_report import Detail
+from verify.report.verdict import Baseline, BaselineStatus, GateOutcome, MutationResult, Outcome, RunReport, Status
 from verify.sweep import source as sweep_source
 from verify.sweep.equivalents import entry_toml
 from verify.sweep.result import NO_TESTS, NOT_CHECKED, SweepMutant, SweepOutcome, SweepResult
@@ -82,7 +82,10 @@ def to_run_report(result: SweepResult) -> tuple[RunReport, dict[str, Detail]]:
     gate_ids = sorted({gate_id for mutant in result.mutants for gate_id in mutant.gates})
     failed = result.outcome is SweepOutcome.FAILED
     report = RunReport(
-        baseline=Baseline("red" if failed else "green", tuple(GateOutcome(g, Outcome.PASSED, 0.0) for g in gate_ids)),
+        baseline=Baseline(
+            BaselineStatus.RED if failed else BaselineStatus.GREEN,
+            tuple(GateOutcome(g, Outcome.PASSED, 0.0) for g in gate_ids),
+        ),
         mutations=tuple(to_result(mutant) for mutant in result.mutants),
         required=(),
         interrupted=result.outcome is SweepOutcome.INTERRUPTED,

@@ -8,7 +8,7 @@ as a verify child's parent checks them) and ends a tree past one at once. mutmut
 killed by SIGKILL; `judge` turns that, and a gate the mutant itself saw fail with MemoryError or EFBIG, into
 `crashed` of the named kind, with why. The memory ceiling is scaled from the unmutated gates' peak as `dflash
 verify` scales it, written into the watch folder for the mutants' own backstop, and fixed when the first mutant
-registers. Polling is the fallback a kernel ceiling would replace (a group of `verify.run.sandbox.cgroups` per
+registers. Polling is the fallback a kernel ceiling would replace (a group of `verify.sandbox.cgroups` per
 mutant, as `dflash verify`'s children get one, made here and joined by the mutant's process in `enter` before
 its Landlock layer; not done yet): a tree that grows faster than a poll holds more until the next one. Knows
 nothing of mutmut's files or reports.
@@ -27,7 +27,7 @@ from typing import Any
 from verify.report.crashes import CrashKind
 from verify.report.verdict import Status
 from verify.run.execution import ceilings
-from verify.run.sandbox import hardening, reaper
+from verify.sandbox import hardening, reaper
 from verify.sweep import mutant as sweep_mutant
 from verify.sweep.result import SweepMutant
 

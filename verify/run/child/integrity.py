@@ -35,7 +35,7 @@ _MODULES = (
     "_pytest.reports", "_pytest.runner", "_pytest.python", "_pytest.main", "_pytest.skipping", "_pytest.outcomes",
     "_pytest.nodes", "pluggy._callers", "pluggy._hooks", "pluggy._manager", "pluggy._result", "json",
     "json.encoder", "hmac", "verify.report.verdict", "verify.report.decode", "verify.run.child.recorder",
-    "verify.run.child.journal", "verify.run.child.deadline", "verify.run.child.evidence", __name__,
+    "verify.run.child.journal", "verify.run.child.deadline", "verify.run.child.p_value", __name__,
 )  # fmt: skip
 # Held by these modules and on no verdict's path, and changed by code that is not a mutant's: two properties
 # pytest's own legacypath plugin sets anew whenever a session configures itself (a py.path view of a node's path,

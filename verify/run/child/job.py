@@ -3,8 +3,8 @@ gates under pytest with the mutated text served by the import hook, journalled g
 
 Nothing a child does can reach another child or the user's tree through the files it was given: it works
 in a copy identical to the parent's pristine private copy, which no child ever writes, and which serves a
-later child only if this one left it unchanged (`verify.run.sandbox.copies`). Nor by naming a path: its
-first act is to confine itself (`verify.run.sandbox.confine`) to writing its own folder (temp dir, journal,
+later child only if this one left it unchanged (`verify.sandbox.copies`). Nor by naming a path: its
+first act is to confine itself (`verify.sandbox.confine`) to writing its own folder (temp dir, journal,
 result, log), its copy, the claims folder it shares with its siblings and the project's `writable` paths. A child that
 was to be confined and is not (the kernel refused a step, or offered no Landlock where its parent found some)
 runs nothing: it never writes to the fd its executor gave it to say "confined" (closed before any of the
@@ -29,14 +29,14 @@ from typing import Any, NoReturn
 
 import pytest
 
-from verify.run.apply import MutantFinder
+from verify.config.settings import ProjectConfig
+from verify.config.writable import writable_paths
+from verify.mutation.apply import MutantFinder
 from verify.run.child import coverage
 from verify.run.child.recorder import Recorder
 from verify.run.child.streams import JobStreams
-from verify.run.config.settings import ProjectConfig
-from verify.run.config.writable import writable_paths
-from verify.run.sandbox import hardening, reaper
-from verify.run.sandbox.confine import ConfineError, confine
+from verify.sandbox import hardening, reaper
+from verify.sandbox.confine import ConfineError, confine
 from verify.seeds import GATE_SEED_ENV
 
 __all__ = ["UNCONFINED_EXIT", "FreshStreams", "JobPaths", "end_child", "fresh_random_state", "isolate", "prime",
@@ -50,7 +50,7 @@ class JobPaths:
     """Where one child works and what it leaves for the parent."""
 
     base: Path  # the child's own folder: temp dir, journal, result, log
-    project: Path  # its private copy of the project, identical to the pristine tree (`verify.run.sandbox.copies`)
+    project: Path  # its private copy of the project, identical to the pristine tree (`verify.sandbox.copies`)
 
     @property
     def tmp(self) -> Path:
@@ -171,7 +171,7 @@ def isolate(config: ProjectConfig, job: Any, paths: JobPaths) -> Path:
     owned = set(config.top_level_names)
     # The harness's own package stays, as it does where it is installed: where it lives inside the project (this
     # repository's embedded run), a fresh `import verify` could find a folder of the user's named `verify`
-    # first (tests/verify/, on sys.path from an outer pytest run) and make the public import a namespace.
+    # first (a tests/verify/ on sys.path from an outer pytest run) and make the public import a namespace.
     purged = [
         m
         for m in sys.modules
@@ -239,7 +239,7 @@ def run_child(
         paths.journal, config.invariant_errors, cov, job.force_fail, job.stop_after, claims, dict(job.deadlines),
         load_scale, end_now if cov is None else None, key,
     )  # fmt: skip
-    # Excluded files are absent from the copy (`verify.run.config.project`), so only `pytest_args` is added here.
+    # Excluded files are absent from the copy (`verify.config.project`), so only `pytest_args` is added here.
     args = [*(job.gate_ids or config.gates), *config.marker_args, "-p", "no:cacheprovider", "-q", *config.pytest_args]
     args += QUIET_TRACEBACKS
     args += ["--rootdir", str(private)]

@@ -3,7 +3,7 @@
 It classifies a red gate by how it went red: an AssertionError is the gate's check; `pytest.fail` (and
 pytest.raises' "DID NOT RAISE") is its refusal; an exception whose type (or a base of it) the project
 declares in `invariant_errors` is a named invariant; anything else is an exception. A red gate's stated p-value
-(`verify.run.child.evidence`) is journalled with it. A gate that is skipped
+(`verify.run.child.p_value`) is journalled with it. A gate that is skipped
 or never finishes is not-run. Each finished gate is appended to a JSON-lines journal at once, and each
 gate's start is journalled too, so the parent knows what finished and what was running when a child hangs,
 dies or is killed. In first-kill mode it ends the session once a gate's own check fired and every gate it
@@ -39,9 +39,9 @@ import pytest
 
 from verify.report.verdict import Outcome
 from verify.run.child.deadline import GateDeadlines, GateTimeout
-from verify.run.child.evidence import stated_p_value
 from verify.run.child.integrity import Snapshot
 from verify.run.child.journal import Journal
+from verify.run.child.p_value import stated_p_value
 
 __all__ = ["TAMPERED_EXIT", "GateTimeout", "MutantInterrupt", "Recorder", "classify"]
 

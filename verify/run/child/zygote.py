@@ -38,7 +38,9 @@ from typing import Any
 
 import pytest
 
-from verify.run.apply import MutantFinder
+from verify.config.settings import ProjectConfig
+from verify.config.writable import writable_paths
+from verify.mutation.apply import MutantFinder
 from verify.run.child import coverage, hotswap, streams
 from verify.run.child.job import (
     QUIET_TRACEBACKS,
@@ -50,11 +52,9 @@ from verify.run.child.job import (
     write_result,
 )
 from verify.run.child.recorder import Recorder
-from verify.run.config.settings import ProjectConfig
-from verify.run.config.writable import writable_paths
-from verify.run.sandbox import hardening, namespaces, reaper
-from verify.run.sandbox.confine import ConfineError, confine
-from verify.run.sandbox.namespaces import NamespaceError
+from verify.sandbox import hardening, namespaces, reaper
+from verify.sandbox.confine import ConfineError, confine
+from verify.sandbox.namespaces import NamespaceError
 from verify.seeds import GATE_SEED_ENV
 
 __all__ = ["run_zygote"]

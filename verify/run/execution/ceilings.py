@@ -3,7 +3,7 @@ take (scaled from the unmutated children, like its time), whether a running chil
 machine is under less what the child itself makes (so the child's own load cannot stretch its budget), and its
 share of the cores (torch's threads: `threads_per_child`).
 
-The child sets its own rlimits (`verify.run.sandbox.hardening`); the parent, which forked it, polls what only it
+The child sets its own rlimits (`verify.sandbox.hardening`); the parent, which forked it, polls what only it
 can see from outside: the size of the child's process tree, the memory the tree holds and what it wrote to its
 streams (`verify.run.child.streams`). A breach is named by an exception type the verdict model reads as a crash
 kind (`verify.report.crashes`). Knows nothing of pytest, jobs' results or verdicts.
@@ -17,9 +17,9 @@ import signal
 from collections.abc import Sequence
 from pathlib import Path
 
+from verify.config.settings import ProjectConfig
 from verify.run.child.streams import OUTPUT_EXIT
-from verify.run.config.settings import ProjectConfig
-from verify.run.sandbox import cgroups, hardening, namespaces, reaper
+from verify.sandbox import cgroups, hardening, namespaces, reaper
 
 __all__ = ["check", "died_at", "for_child", "harness_job", "kernel", "load_scale", "output", "threads_per_child"]
 
@@ -61,7 +61,7 @@ def check(
     elif not breach[0] and ceilings.memory_bytes and group is None and (len(processes) == 1 or seldom):
         # Polled only where no cgroup holds it: the kernel's limit is exact, and counts only what the tree took
         # since its fork (the pages it shares with its parent are the parent's), where a poll races it.
-        # Its private /dev/shm and TMPDIR are memory too (`verify.run.sandbox.namespaces`), held by no process
+        # Its private /dev/shm and TMPDIR are memory too (`verify.sandbox.namespaces`), held by no process
         # (in a cgroup the kernel charges them to it).
         resident = reaper.resident_bytes(processes) + namespaces.private_bytes(pid)
         if resident > ceilings.memory_bytes:

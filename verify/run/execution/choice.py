@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from verify.run.config.settings import ConfigError, ProjectConfig
+from verify.config.settings import ConfigError, ProjectConfig
 from verify.run.execution.jobs import JobExecutor
 
 __all__ = ["open_executor"]

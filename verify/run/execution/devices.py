@@ -17,7 +17,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 
-from verify.run.config.settings import ConfigError
+from verify.config.settings import ConfigError
 
 __all__ = ["DeviceError", "DevicePool", "check_cuda_untouched", "child_environment", "visible_devices"]
 

@@ -3,8 +3,8 @@
 The parent copies the project's source roots, gates, conftest files and pytest config once into a pristine
 private tree, imports the preload modules (torch) and pytest, and never imports the project's own modules.
 Each child (`verify.run.child.job`) works in a copy of that tree identical to it, made for it or left unchanged
-by an earlier child (`verify.run.sandbox.copies`), and journals its gates as they finish; it starts
-hardened (`verify.run.sandbox.hardening`). A job a warm worker can serve (`verify.run.execution.zygotes`) gets its
+by an earlier child (`verify.sandbox.copies`), and journals its gates as they finish; it starts
+hardened (`verify.sandbox.hardening`). A job a warm worker can serve (`verify.run.execution.zygotes`) gets its
 child from it instead, already past pytest's start-up and collection; that child is this parent's child too,
 watched, ended and reaped as one forked here. The parent keeps up to N children alive, ends one past its budget (scaled
 by the machine's load less the job's own, at most `max_job_s`) or its current gate's deadline however it treats
@@ -34,21 +34,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from verify.config.project import project_files
+from verify.config.settings import ProjectConfig
 from verify.run.child import integrity
 from verify.run.child.job import UNCONFINED_EXIT, JobPaths, end_child, prime, run_child, warm_pytest
 from verify.run.child.journal import new_key
-from verify.run.config.project import project_files
-from verify.run.config.settings import ProjectConfig
 from verify.run.execution import ceilings, exits
+from verify.run.execution.child_result import collect
 from verify.run.execution.devices import DevicePool, check_cuda_untouched, child_environment, visible_devices
 from verify.run.execution.jobs import Job, JobResult, JobState
 from verify.run.execution.overtime import GateClock, job_budget
-from verify.run.execution.remains import collect
 from verify.run.execution.zygotes import Zygotes
-from verify.run.sandbox import cgroups, hardening, namespaces, reaper, shm
-from verify.run.sandbox.confine import probe
-from verify.run.sandbox.copies import CopyPool
-from verify.run.sandbox.private_copy import adopt_bytecode, copy_files
+from verify.sandbox import cgroups, hardening, namespaces, reaper, shm
+from verify.sandbox.confine import probe
+from verify.sandbox.copies import CopyPool
+from verify.sandbox.private_copy import adopt_bytecode, copy_files
 
 __all__ = ["Executor", "Job", "JobResult"]
 

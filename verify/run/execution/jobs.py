@@ -3,7 +3,7 @@
 
 A job is one child's worth of work: gates to run against a tree with some files served mutated. A result is
 what that child established, as data (outcomes, coverage, what it imported), whichever machine ran it. The
-phases (`verify.run.phases.run`, `verify.run.phases.checks`) see only `JobExecutor`: they never know whether children
+phases (`verify.run.phases.run`, `verify.run.phases.pristine`) see only `JobExecutor`: they never know whether children
 are forked here (`verify.run.execution.fork`) or run as Ray tasks on a cluster (`verify.run.execution.cluster`). Knows
 nothing of forking, pytest or Ray, and imports no executor: a leaf that every executor imports.
 """
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from verify.compat import StrEnum
+from verify.config.settings import ProjectConfig
 from verify.report.verdict import GateOutcome
-from verify.run.config.settings import ProjectConfig
 
 __all__ = ["ExecutorLost", "Job", "JobExecutor", "JobResult", "JobState"]
 

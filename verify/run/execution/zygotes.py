@@ -27,15 +27,16 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from verify.compat import StrEnum
+from verify.config.settings import ProjectConfig
 from verify.run.child.job import JobPaths
 from verify.run.child.zygote import run_zygote
-from verify.run.config.settings import ProjectConfig
 from verify.run.execution.ceilings import threads_per_child
 from verify.run.execution.devices import child_environment
 from verify.run.execution.jobs import Job
-from verify.run.sandbox import cgroups, hardening
-from verify.run.sandbox.copies import CopyPool
-from verify.run.sandbox.inventory import Snapshot, diff, snapshot
+from verify.sandbox import cgroups, hardening
+from verify.sandbox.copies import CopyPool
+from verify.sandbox.inventory import Snapshot, diff, snapshot
 
 __all__ = ["SWITCH", "Zygotes"]
 
@@ -46,6 +47,12 @@ _MAX_STARTS = 8  # workers started over an executor's life: past this, the rest 
 _JOBS_PER_START = 8  # a worker saves ~0.08 s a job and costs ~0.4 s to start
 
 
+class _WorkerState(StrEnum):
+    STARTING = "starting"  # forked, importing the project and collecting its gates
+    READY = "ready"  # said so, and waiting for a job
+    BUSY = "busy"  # serving a job
+
+
 @dataclass
 class _Worker:
     pid: int
@@ -53,7 +60,7 @@ class _Worker:
     seed: int
     copy: Path
     base: Path
-    state: str = "starting"  # "ready", "busy"
+    state: _WorkerState = _WorkerState.STARTING
     threads: int = 1  # torch's threads, set before it collects (a conftest may set its own): its jobs' share
     taken: Snapshot | None = None  # its copy once it was ready
 
@@ -108,7 +115,8 @@ class Zygotes:
 
     def _ensure(self, seed: int, count: int, close_fds: Collection[int]) -> None:
         threads = threads_per_child(count)  # what the executor gives each of `count` jobs (`Job.threads`)
-        for worker in [w for w in self.workers if (w.seed, w.threads) != (seed, threads) and w.state != "busy"]:
+        stale = [w for w in self.workers if (w.seed, w.threads) != (seed, threads)]
+        for worker in [w for w in stale if w.state is not _WorkerState.BUSY]:
             self._end(worker)
         while sum((w.seed, w.threads) == (seed, threads) for w in self.workers) < max(1, count):
             if self._count >= _MAX_STARTS:
@@ -145,12 +153,12 @@ class Zygotes:
 
     def _poll(self, worker: _Worker) -> None:
         """A starting worker that has said whether it is ready becomes ready or ends."""
-        if worker.state != "starting" or not select.select([worker.sock], [], [], 0)[0]:
+        if worker.state is not _WorkerState.STARTING or not select.select([worker.sock], [], [], 0)[0]:
             return
         with contextlib.suppress(OSError):
             said = worker.sock.recv(4096).decode(errors="replace")
             if said == "ready":
-                worker.state, worker.taken = "ready", snapshot(worker.copy)
+                worker.state, worker.taken = _WorkerState.READY, snapshot(worker.copy)
                 return
             if said.startswith("fail "):  # the project itself: no worker will do better
                 self.refused = said.removeprefix("fail ")
@@ -159,12 +167,12 @@ class Zygotes:
     def ready(self, within_s: float) -> int:
         """The workers ready to serve, once every starting one has answered or `within_s` has passed."""
         deadline = time.monotonic() + within_s
-        while any(w.state == "starting" for w in self.workers) and time.monotonic() < deadline:
-            starting = [w.sock for w in self.workers if w.state == "starting"]
+        while any(w.state is _WorkerState.STARTING for w in self.workers) and time.monotonic() < deadline:
+            starting = [w.sock for w in self.workers if w.state is _WorkerState.STARTING]
             select.select(starting, [], [], max(0.0, deadline - time.monotonic()))
             for worker in list(self.workers):
                 self._poll(worker)
-        return sum(w.state == "ready" for w in self.workers)
+        return sum(w.state is _WorkerState.READY for w in self.workers)
 
     def take(
         self, job: Job, limits: hardening.Ceilings, key: bytes = b"", group: cgroups.Group | None = None
@@ -177,7 +185,8 @@ class Zygotes:
             return None
         for starting in list(self.workers):
             self._poll(starting)
-        ready = [w for w in self.workers if w.state == "ready" and (w.seed, w.threads) == (job.gate_seed, job.threads)]
+        kind = (job.gate_seed, job.threads)
+        ready = [w for w in self.workers if w.state is _WorkerState.READY and (w.seed, w.threads) == kind]
         worker = ready[0] if ready else None
         message = b""
         if worker is not None:
@@ -204,7 +213,7 @@ class Zygotes:
             if group is not None:
                 group.leave(worker.pid)
         if reply.startswith("hot "):
-            worker.state = "busy"
+            worker.state = _WorkerState.BUSY
             self.served += 1
             return int(reply.removeprefix("hot ")), paths, confined_read, worker.pid
         os.close(confined_read)
@@ -223,7 +232,7 @@ class Zygotes:
             return
         worker = found[0]
         if over and worker.taken is not None and not diff(worker.taken, snapshot(worker.copy)):
-            worker.state = "ready"
+            worker.state = _WorkerState.READY
         else:
             self._end(worker)
 

@@ -21,12 +21,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from verify.config.project import CACHE_DIR, project_files
+from verify.config.settings import ProjectConfig
 from verify.mutation import Mutation
 from verify.report.decode import result_from_dict
 from verify.report.verdict import MutationResult
-from verify.run.config.project import CACHE_DIR, project_files
-from verify.run.config.settings import ProjectConfig
-from verify.run.harness import harness_digest_bytes
+from verify.run.harness_digest import harness_digest_bytes
 from verify.run.phases.corroboration import may_replay
 
 __all__ = [

@@ -20,7 +20,7 @@ no longer the likelier cause. Three re-runs apply that one rule, each with its o
    (p(1 - p)) for every p < 1/2. Nor is a killer the second seed is about to run (a red it reproduces was
    seen twice; one it does not turns no verdict red), nor a conclusive red (`Policy.flake_suspects`).
 
-The conclusive p-value: a statistical gate that states its red's p-value (`verify.run.child.evidence`) can
+The conclusive p-value: a statistical gate that states its red's p-value (`verify.run.child.p_value`) can
 spare both the second seed and the flake check: a red by its check with p <= `conclusive_p_value` (default
 1e-9) stands at once (CONCLUSIVE). With 25 such gates a false kill then has probability at most 25 x 1e-9 =
 2.5e-8 per mutant, below the two-seed rule's 2.5e-5 even if the gate's p-value understates its tail a
@@ -38,8 +38,8 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from verify.config.settings import ProjectConfig
 from verify.report.verdict import Corroboration, GateOutcome, MutationResult, Outcome, Status, matches_gate
-from verify.run.config.settings import ProjectConfig
 from verify.seeds import CONFIRM_SEED
 
 __all__ = ["AWAITING", "Policy", "may_replay", "needs_second_attempt", "reason"]

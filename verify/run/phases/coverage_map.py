@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from verify.run.apply import Applied
+from verify.mutation.apply import Applied
 
 __all__ = ["CoverageMap", "anchor_lines"]
 

@@ -1,6 +1,6 @@
 """What a report shows of a mutation beyond its verdict: bug class, file, diff and the anchor's span.
 
-Reads the pristine tree through `verify.run.apply` and returns the report's `Detail` records; here, above the
+Reads the pristine tree through `verify.mutation.apply` and returns the report's `Detail` records; here, above the
 applier, so that applying a mutation knows nothing of reports. Never writes.
 """
 
@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from verify.mutation import Mutation
-from verify.report.files import Detail
-from verify.run.apply import Applied, apply_mutation
+from verify.mutation.apply import Applied, apply_mutation
+from verify.report.json_report import Detail
 
 __all__ = ["details_for"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import Any
 
-from verify.run.config.settings import ConfigError, ProjectConfig
+from verify.config.settings import ConfigError, ProjectConfig
 
 __all__ = ["check_sources_imported"]
 

@@ -4,7 +4,7 @@ order, with what budget; cache hits and stale anchors settled at once), then the
 
 Every final verdict goes into the cache and the partial report as it arrives: a run interrupted, or ended by its
 executor's death (exit code 4), loses nothing it finished, and the next run resumes. At the end the user's tree
-must be byte-identical to what it was at the start (`verify.run.sandbox.guard`). Returns a `RunReport`; never
+must be byte-identical to what it was at the start (`verify.sandbox.guard`). Returns a `RunReport`; never
 prints.
 """
 
@@ -12,23 +12,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from verify.config.selection import RunOptions, SelectionError, Shard, select
+from verify.config.settings import ProjectConfig
 from verify.mutation import Mutation
+from verify.mutation.apply import Stale, apply_mutation
 from verify.report.verdict import MutationResult, RunReport, Status
-from verify.run.apply import Stale, apply_mutation
-from verify.run.config.selection import RunOptions, SelectionError, Shard, select
-from verify.run.config.settings import ProjectConfig
 from verify.run.execution.choice import open_executor
 from verify.run.execution.interrupts import interrupt_signal, signals_as_interrupts
 from verify.run.execution.jobs import ExecutorLost
 from verify.run.phases import cache as cache_mod
-from verify.run.phases.checks import BaselineError, HarnessError, Progress, Silent, budget, run_pristine
 from verify.run.phases.coverage_map import CoverageMap, anchor_lines
 from verify.run.phases.layout_probe import check_sources_imported
 from verify.run.phases.order import expected_s, kill_order, pins_first
+from verify.run.phases.pristine import BaselineError, HarnessError, Progress, Silent, budget, run_pristine
 from verify.run.phases.state import Planned, RunState
 from verify.run.phases.verdicts import settle, void
-from verify.run.sandbox import namespaces
-from verify.run.sandbox.guard import TreeGuard
+from verify.sandbox import namespaces
+from verify.sandbox.guard import TreeGuard
 
 __all__ = ["BaselineError", "HarnessError", "Progress", "RunOptions", "SelectionError", "Shard", "run_verify"]
 

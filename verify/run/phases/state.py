@@ -13,15 +13,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from verify.config.selection import RunOptions
+from verify.config.settings import ProjectConfig
 from verify.mutation import Mutation
-from verify.report.verdict import Baseline, GateOutcome, MutationResult, RunReport
-from verify.run.apply import Applied
-from verify.run.config.selection import RunOptions
-from verify.run.config.settings import ProjectConfig
+from verify.mutation.apply import Applied
+from verify.report.verdict import Baseline, BaselineStatus, GateOutcome, MutationResult, RunReport
 from verify.run.execution.jobs import JobResult
 from verify.run.phases import cache as cache_mod
 from verify.run.phases.corroboration import Policy
-from verify.run.sandbox.secrets import Secrets, known
+from verify.sandbox.secrets import Secrets, known
 
 __all__ = ["Planned", "RunState"]
 
@@ -51,14 +51,14 @@ class RunState:
     cache: cache_mod.ResultCache
     on_report: Callable[[RunReport], None]
     results: dict[str, MutationResult] = dataclasses.field(default_factory=dict)
-    baseline: Baseline = Baseline("pending", ())
+    baseline: Baseline = Baseline(BaselineStatus.PENDING, ())
     self_check: str = ""
     flaky: dict[str, str] = dataclasses.field(default_factory=dict)
     interrupted_by: str = ""
     lost: str = ""  # why the executor died mid-run (the run ended there), if it did
     harness_errors: tuple[str, ...] = ()
-    confinement: str = ""  # what keeps children out of the user's files (verify.run.sandbox.confine)
-    ceilings: str = ""  # which layer enforces the children's ceilings (verify.run.sandbox.cgroups)
+    confinement: str = ""  # what keeps children out of the user's files (verify.sandbox.confine)
+    ceilings: str = ""  # which layer enforces the children's ceilings (verify.sandbox.cgroups)
     nodes: tuple[tuple[str, str], ...] = ()  # (node, its children's confinement) on a cluster
     plans: dict[str, Planned] = dataclasses.field(default_factory=dict)  # every mutation a gate reaches
     num_jobs: int = 1  # children at once, in every phase

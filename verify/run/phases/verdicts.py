@@ -28,10 +28,10 @@ from collections.abc import Mapping, Sequence
 
 from verify.report.verdict import MutationResult, Status
 from verify.run.execution.jobs import Job, JobExecutor, JobResult
-from verify.run.phases.checks import Progress, budget, flake_jobs, flaky_in
 from verify.run.phases.corroboration import needs_second_attempt
 from verify.run.phases.judge import tampered, verdict, voided
 from verify.run.phases.order import pinned
+from verify.run.phases.pristine import Progress, budget, flake_jobs, flaky_in
 from verify.run.phases.state import Planned, RunState
 
 __all__ = ["settle", "void"]

@@ -36,8 +36,8 @@ from typing import Any
 
 import ray
 
+from verify.config.settings import ProjectConfig
 from verify.report.verdict import GateOutcome, Outcome
-from verify.run.config.settings import ProjectConfig
 from verify.run.execution.cluster.preflight import ClusterError, check_nodes
 from verify.run.execution.cluster.task import run_job
 from verify.run.execution.cluster.tree import pack

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import IO, Any
 
 import verify
-from verify.run.config.settings import ProjectConfig
+from verify.config.settings import ProjectConfig
 from verify.run.execution.jobs import ExecutorLost, Job, JobResult
-from verify.run.sandbox.confine import switched_off
+from verify.sandbox.confine import switched_off
 
 __all__ = ["RayExecutor"]
 

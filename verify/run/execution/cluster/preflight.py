@@ -16,9 +16,9 @@ from __future__ import annotations
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from verify.run.config.settings import ConfigError, ProjectConfig
+from verify.config.settings import ConfigError, ProjectConfig
 from verify.run.execution.cluster.task import installed, node_facts
-from verify.run.sandbox.confine import SWITCH, Confinement
+from verify.sandbox.confine import SWITCH, Confinement
 
 __all__ = ["ClusterError", "check_nodes"]
 

@@ -27,9 +27,9 @@ import traceback
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from verify.run.config.settings import ProjectConfig
+from verify.config.settings import ProjectConfig
 from verify.run.execution.jobs import Job, JobResult
-from verify.run.sandbox.hardening import clean_environment
+from verify.sandbox.hardening import clean_environment
 
 __all__ = ["NodeServer", "ServerError"]
 
@@ -50,7 +50,7 @@ class NodeServer:
         self._result_read, result_write = os.pipe()
         command = [sys.executable, "-m", "verify.run.execution.cluster.server", str(job_read), str(result_write)]
         # Started by exec with the environment its children get: none of Ray's variables (its auth token) nor any
-        # other secret is in the block its forked children inherit (verify.run.sandbox.secrets).
+        # other secret is in the block its forked children inherit (verify.sandbox.secrets).
         self._process = subprocess.Popen(
             command, pass_fds=(job_read, result_write), preexec_fn=_die_with_worker, stdin=subprocess.DEVNULL,
             env=clean_environment(os.environ),
@@ -96,7 +96,7 @@ class NodeServer:
 
 def _serve(jobs: Connection, results: Connection) -> None:
     from verify.run.execution.fork import Executor  # here, not above: the worker side never needs it
-    from verify.run.sandbox.confine import SWITCH, probe
+    from verify.sandbox.confine import SWITCH, probe
 
     config, confine = jobs.recv()
     if not confine:

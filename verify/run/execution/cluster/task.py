@@ -21,11 +21,11 @@ from typing import Any
 
 import ray
 
-from verify.run.config.settings import ProjectConfig
+from verify.config.settings import ProjectConfig
 from verify.run.execution.cluster.server import NodeServer
 from verify.run.execution.cluster.tree import touch, unpacked
 from verify.run.execution.jobs import Job, JobResult
-from verify.run.sandbox.confine import probe as landlock
+from verify.sandbox.confine import probe as landlock
 
 __all__ = ["node_facts", "run_job"]
 
@@ -70,7 +70,7 @@ def _version(distribution: str) -> str:
 def installed(distributions: tuple[str, ...], modules: tuple[str, ...]) -> dict[str, str]:
     """What this process has: Python, each distribution's version, whether each module imports, the harness
     code's digest (the same version number can hide a different checkout)."""
-    from verify.run.harness import harness_digest
+    from verify.run.harness_digest import harness_digest
 
     found = {"python": f"{sys.version_info.major}.{sys.version_info.minor}", "harness": harness_digest()}
     found.update({f"package {name}": _version(name) for name in distributions})

@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from verify.run.config.project import project_files
-from verify.run.config.settings import ProjectConfig
+from verify.config.project import project_files
+from verify.config.settings import ProjectConfig
 
 __all__ = ["pack", "touch", "unpacked"]
 

@@ -1,0 +1,110 @@
+"""`dflash init` finishes the job: a folder of plain modules (no __init__.py), alone or beside packages, is a source
+root and gets the `__init__.py` the import hook needs; gates that call the gate kit's statistical checks are
+written as statistical_gates; the proposals are written and named in the catalog; and the next steps say what
+will happen, never that a mutation "is killed"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from verify.cli import app
+from verify.compat import tomllib
+from verify.config.catalog import load_mutations
+from verify.config.kit_gates import statistical_gates
+from verify.config.scaffold import detect
+from verify.config.settings import load_config
+
+ACCEPT = (
+    "def accept(p, q, x, u):\n    ratio = p[x] / q[x]\n    return u < ratio\n\n\ndef scale(x, k):\n    return x * k\n"
+)
+PYPROJECT = '[project]\nname = "spec"\nversion = "0.1"\n'
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in {**files, "pyproject.toml": PYPROJECT}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def test_a_folder_of_plain_modules_is_a_source_root_and_becomes_a_package(tmp_path) -> None:
+    root = _write(tmp_path, {"engine/accept.py": ACCEPT})
+    scaffold = detect(root)
+    assert scaffold.source_roots == ("engine",) and scaffold.namespace_inits == ("engine/__init__.py",)
+    # Beside two packages, the folder of modules the tests import is a root too (it was missed: "No module named
+    # 'utils'" at the baseline).
+    other = _write(tmp_path / "mixed", {"pkga/__init__.py": "", "pkga/a.py": ACCEPT, "pkgb/__init__.py": "",
+                                        "utils/helpers.py": "def two():\n    return 2\n"})  # fmt: skip
+    mixed = detect(other)
+    assert mixed.source_roots == ("pkga", "pkgb", "utils") and mixed.namespace_inits == ("utils/__init__.py",)
+
+
+def test_init_on_a_folder_beside_packages_runs_a_green_baseline(tmp_path) -> None:
+    root = _write(tmp_path, {
+        "pkga/__init__.py": "", "pkga/accept.py": ACCEPT, "pkgb/__init__.py": "",
+        "utils/helpers.py": "def two():\n    return 2\n",
+        "tests/test_all.py": "from pkga.accept import scale\nfrom utils.helpers import two\n\n\n"
+                             "def test_scale():\n    assert scale(3, two()) == 6\n",
+    })  # fmt: skip
+    done = CliRunner().invoke(app, ["init", "--project", str(root)])
+    assert done.exit_code == 0, done.output
+    assert "baseline: green" in done.output and (root / "utils" / "__init__.py").is_file()
+    assert "utils/__init__.py: a folder of plain modules made a package" in done.output
+
+
+def test_kit_gates_are_statistical(tmp_path) -> None:
+    root = _write(tmp_path, {
+        "tests/test_law.py": "from verify.gatekit import assert_first_token_law, assert_speculative_equals_plain\n\n\n"
+                             "def test_law():\n    assert_first_token_law(None, None)\n\n\n"
+                             "def test_exact():\n    assert_speculative_equals_plain(None, None)\n",
+        "tests/test_kit.py": "from verify import gatekit\n\n\nclass TestRule:\n    def test_rule(self):\n"
+                             "        gatekit.assert_acceptance_rule_exact(None)\n",
+        "tests/test_helper.py": "from verify.gatekit import output_fit as fit\n\n\n"
+                                "def check():\n    fit(None, None)\n\n\ndef test_uses_helper():\n    check()\n",
+        "tests/test_plain.py": "def test_plain():\n    assert True\n",
+        # the public import point, as the docs show it, and the package imported whole
+        "tests/test_public.py": "from verify import assert_stop_law as law, reseed\n\n\n"
+                                "def test_stop():\n    law(None, reseed(0))\n\n\ndef test_seed():\n    reseed(0)\n",
+        "tests/test_package.py": "import verify\n\n\ndef test_first():\n    verify.assert_first_token_law(None)\n\n\n"
+                                 "def test_exact():\n    verify.assert_batch_equals_solo(None)\n",
+    })  # fmt: skip
+    files = ["tests/test_helper.py", "tests/test_kit.py", "tests/test_law.py", "tests/test_package.py",
+             "tests/test_plain.py", "tests/test_public.py"]  # fmt: skip
+    assert statistical_gates(root, files) == (
+        "tests/test_helper.py",  # a helper calls the kit: the whole file
+        "tests/test_kit.py::TestRule::test_rule",
+        "tests/test_law.py::test_law",  # the exact comparison beside it is not statistical
+        "tests/test_package.py::test_first",
+        "tests/test_public.py::test_stop",
+    )
+
+
+def test_init_writes_statistical_gates_the_proposals_and_next_steps_that_say_what_happens(tmp_path) -> None:
+    root = _write(tmp_path, {
+        "spec/__init__.py": "", "spec/accept.py": ACCEPT,
+        "tests/test_accept.py": "from verify.gatekit import assert_first_token_law\nfrom spec.accept import scale\n\n\n"
+                                "def test_scale():\n    assert scale(3, 2) == 6\n\n\n"
+                                "def test_law():\n    if False:\n        assert_first_token_law(None, None)\n",
+    })  # fmt: skip
+    done = CliRunner().invoke(app, ["init", "--project", str(root), "--no-check"])
+    assert done.exit_code == 0, done.output
+    table = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["dflash"]
+    assert table["statistical_gates"] == ["tests/test_accept.py::test_law"]
+    assert table["mutation_modules"] == ["spec_mutations", "proposed_mutations"]
+    mutations = load_mutations(load_config(root))
+    assert set(mutations) == {"ratio-inverted-accept-2", "accept-returns-none"}
+    assert "is killed" not in done.output
+    assert (
+        "runs the example 'accept-returns-none'" in done.output
+        and "1 proposals in proposed_mutations.py" in done.output
+    )
+
+
+def test_init_without_proposals_offers_the_command(tmp_path) -> None:
+    root = _write(tmp_path, {"spec/__init__.py": "", "spec/accept.py": ACCEPT})
+    done = CliRunner().invoke(app, ["init", "--project", str(root), "--no-check", "--no-propose"])
+    assert done.exit_code == 0, done.output
+    assert "dflash mutations propose" in done.output and not (root / "proposed_mutations.py").exists()
+    assert "reported survived until gates that call your code are written" in done.output
