@@ -117,7 +117,7 @@ def test_survivors_carry_their_explanation_into_every_report(toy: Path) -> None:
     mutant = next(m for f in stryker["files"].values() for m in f["mutants"] if m["id"] == "scale-off")
     assert "first divergence: ramp, step 0, row 0: scaled" in mutant["statusReason"]
     last = toy / ".dflash-cache" / "last-report.json"
-    last.parent.mkdir()
+    last.parent.mkdir(exist_ok=True)  # made already: the explanations are kept there (verify.observe.kept)
     last.write_text((toy / "report.json").read_text())
     shown = runner.invoke(app, ["verify", "show", "-m", "scale-off", "--project", str(toy)])
     assert "explained: scale-off: first divergence: ramp, step 0, row 0: scaled" in shown.output
