@@ -146,7 +146,7 @@ def gate_in_child(report_path: Path, gate_s: dict[str, float]) -> dict[str, floa
 
 _EXAMPLE = ROOT / "examples" / "lookup-engine"
 _EXAMPLE_SUITE = "tests/test_engine.py"
-# The example adopted as `dflash init` adopts it (tests/verify/test_lookup_example.py), with its own catalog.
+# The example adopted as `dflash init` adopts it (tests/examples/test_lookup_example.py), with its own catalog.
 _EXAMPLE_TABLE = f"""
 [tool.dflash]
 gates = ["tests"]

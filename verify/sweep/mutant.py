@@ -37,7 +37,7 @@ from typing import Any
 SETTINGS = "DFLASH_SWEEP_MUTANT"  # the environment variable holding `settings` (JSON)
 CEILING = "memory.json"  # in the driver's watch folder: the memory ceiling a mutant's backstop takes
 _MUTANT_MARK = "__mutmut_"  # in every mutant's name (mutmut's MUTANT_UNDER_TEST); never in its own runs' names
-_CONFINE = Path(__file__).parents[1] / "run" / "sandbox" / "confine.py"
+_CONFINE = Path(__file__).parents[1] / "sandbox" / "confine.py"
 _OOM_SCORE_ADJ = 1000
 
 
