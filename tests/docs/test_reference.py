@@ -86,9 +86,21 @@ def test_the_configuration_page_shows_this_repositorys_tables() -> None:
     assert [b["tool"] for b in blocks] == [{"dflash": tool["dflash"]}, {"mutmut": tool["mutmut"]}]
 
 
+def _tested_typer() -> bool:
+    """Whether the installed typer is the one constraints.txt pins: the CLI page is its rendering of the help
+    (typer 0.24, the floor of our range, writes `PATH` where 0.29 writes `<path>`), so only that one can match."""
+    from importlib import metadata
+
+    pins = dict(line.split("==", 1) for line in (ROOT / "constraints.txt").read_text().splitlines() if "==" in line)
+    return metadata.version("typer") == pins.get("typer")
+
+
 def test_the_committed_generated_parts_are_what_the_code_generates() -> None:
-    """The parts are committed in the markdown (read on the repository page, in an editor) and cannot go stale."""
+    """The parts are committed in the markdown (read on the repository page, in an editor) and cannot go stale.
+    The CLI page is compared under the tested typer only (CI's run at the floors of our ranges has another)."""
     stale = [str(page.relative_to(ROOT)) for page in HOOK.stale_pages()]
+    if not _tested_typer():
+        stale = [page for page in stale if page != "docs/reference/cli.md"]
     assert stale == [], f"{stale}: run `make reference` (python docs/hooks/reference.py) and commit the pages"
 
 
