@@ -68,7 +68,9 @@ def job_result(
     in_progress = [g for g in started if g not in finished]
     outcomes += [_replace_id(running_outcome, g) for g in in_progress]
     seen = set(finished) | set(in_progress)
-    for gate_id in job.gate_ids:
+    # Siblings sharing claims split the gates: one they ran is not this child's to report (`_merge` checks that
+    # every collected gate ran somewhere).
+    for gate_id in () if job.claims else job.gate_ids:
         if gate_id in seen or (stopped and state == JobState.DONE):
             continue  # first-kill mode: gates after the kill were left out on purpose
         broken = [why for node, why in collect_errors if gate_id.startswith(node.rstrip(":") + "::")]

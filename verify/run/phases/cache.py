@@ -16,7 +16,7 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ __all__ = [
     "interpreter_facts",
     "package_version",
     "python_version",
+    "setup_digest",
     "tree_changes",
     "tree_digest",
     "tree_files",
@@ -96,15 +97,24 @@ def tree_changes(before: Mapping[str, bytes], after: Mapping[str, bytes]) -> lis
     ]
 
 
+def _setup_bytes(config: ProjectConfig) -> bytes:
+    settings = (config.gates, config.gate_marker, config.source_roots, config.invariant_errors, config.timeout_factor,
+                config.timeout_min_s, config.exclude, config.pytest_args, config.statistical_gates,
+                config.conclusive_p_value)  # fmt: skip
+    return _FORMAT.encode() + harness_digest_bytes() + repr((settings, interpreter_facts(config))).encode()
+
+
+def setup_digest(config: ProjectConfig) -> str:
+    """`tree_digest` less the files: two trees with one setup differ only in what their files say, so an
+    earlier tree's baseline can stand for a later one's (`verify.run.phases.reuse`)."""
+    return hashlib.sha256(_setup_bytes(config)).hexdigest()
+
+
 def tree_digest(config: ProjectConfig, outputs: Collection[Path] = (), files: Mapping[str, bytes] | None = None) -> str:
     """sha256 over the path and bytes of every file the gates run against (`files`, read now when not given),
     plus the run settings and the interpreter's facts (a cache written under one Python or torch is never
     replayed under another)."""
-    digest = hashlib.sha256(_FORMAT.encode() + harness_digest_bytes())
-    settings = (config.gates, config.gate_marker, config.source_roots, config.invariant_errors, config.timeout_factor,
-                config.timeout_min_s, config.exclude, config.pytest_args, config.statistical_gates,
-                config.conclusive_p_value)  # fmt: skip
-    digest.update(repr((settings, interpreter_facts(config))).encode())
+    digest = hashlib.sha256(_setup_bytes(config))
     for rel, content in (tree_files(config, outputs) if files is None else files).items():
         digest.update(rel.encode() + b"\0")
         digest.update(content)
@@ -211,6 +221,24 @@ class ResultCache:
 
     def put_baseline(self, tree: str, data: dict[str, Any]) -> None:
         self._write(f"baseline-{tree}", data)
+
+    def earlier_baselines(self, setup: str, limit: int = 3) -> Iterator[dict[str, Any]]:
+        """Cached baselines of other trees under the setup `setup` (`setup_digest`), newest first; at most
+        `limit` are read (a large suite's entry is megabytes)."""
+        if not self.enabled or not self.directory.is_dir():
+            return
+        found = sorted(self.directory.glob("baseline-*.json"), key=_mtime, reverse=True)
+        for path in found[:limit]:
+            data = self._read(path.stem)
+            if data is not None and data.get("setup") == setup:
+                yield data
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0  # removed meanwhile (another run cleared the cache): read as a miss
 
 
 def _commit(root: Path, rev: str) -> str:

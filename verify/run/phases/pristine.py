@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -26,6 +26,7 @@ from verify.report.decode import baseline_from_dict
 from verify.report.verdict import Baseline, BaselineStatus, GateOutcome, Outcome
 from verify.run.execution.jobs import Job, JobExecutor, JobResult, JobState
 from verify.run.phases import cache as cache_mod
+from verify.run.phases.reuse import Reuse, combine, fingerprint, plan_reuse
 
 __all__ = [
     "BaselineCheck",
@@ -90,19 +91,28 @@ def in_root(rel: str, root: str) -> bool:
 
 
 def run_pristine(
-    ex: JobExecutor, cache: cache_mod.ResultCache, tree: str, progress: Progress, num_jobs: int
+    ex: JobExecutor,
+    cache: cache_mod.ResultCache,
+    tree: str,
+    progress: Progress,
+    num_jobs: int,
+    files: Mapping[str, bytes] | None = None,
 ) -> tuple[Baseline, dict[str, Any], str]:
     """The baseline and the harness self-check's forced failure, in one batch of children (neither needs the
-    other's result to run, only to be judged). Returns (baseline, coverage data, self-check status:
-    "passed" or "cached"); raises BaselineError or HarnessError."""
+    other's result to run, only to be judged). With the tree's `files` and an earlier tree's baseline cached,
+    only the gates a change can have reached run (`verify.run.phases.reuse`). Returns (baseline, coverage
+    data, self-check status: "passed" or "cached"); raises BaselineError or HarnessError."""
     config = ex.config
     cached = cache.get_baseline(tree)
     checked = cache.get_self_check(tree)
+    reuse = _reusable(config, cache, files) if cached is None and files is not None else None
+    targets = reuse.targets if reuse is not None else ()
+    nothing_reached = reuse is not None and not targets
     jobs = []
-    if not checked:
+    if not checked and not nothing_reached:
         # Before the baseline is known there is no per-gate budget: each may take as long as a baseline.
-        jobs.append(Job("_forced-fail", (), config.baseline_timeout_s, force_fail=True, share_bytecode=True))
-    if cached is None:
+        jobs.append(Job("_forced-fail", targets, config.baseline_timeout_s, force_fail=True, share_bytecode=True))
+    if cached is None and not nothing_reached:
         # One run of the gates shared by a child per worker (each gate file to whichever claims it first), with
         # every source file served unchanged through the import hook, as each mutant's code is served: a gate
         # the hook itself changes is red here, never later as a kill.
@@ -110,7 +120,7 @@ def run_pristine(
         jobs += [
             Job(
                 f"_baseline {k + 1}/{parts}",
-                (),
+                targets,
                 config.baseline_timeout_s,
                 sources,
                 measure_coverage=True,
@@ -118,24 +128,61 @@ def run_pristine(
             )
             for k in range(parts)
         ]
-    progress.phase("baseline and self-check", max(1, len(jobs)))
+    name = "baseline and self-check"
+    if reuse is not None:
+        name += f" ({len(targets)} of {len(reuse.baseline.gates)} gate ids or files: the rest ran unchanged code)"
+    progress.phase(name, max(1, len(jobs)))
     if not jobs:
         progress.advance("baseline and self-check (cached)")
     runs = {run.key: run for run in ex.run(jobs, num_jobs, lambda r: progress.advance(r.key.lstrip("_")))}
     if changed := [run for run in runs.values() if run.tampered]:
         # The unmutated gates (a conftest, a plugin) change what the harness checks: no child could be trusted.
         raise HarnessError(f"the unmutated gates changed the harness's reporting path: {changed[0].tampered}")
+    ran = None
     if cached is not None:
         baseline, coverage = baseline_from_dict(cached["baseline"]), cached["coverage"]
+    elif reuse is not None:
+        ran, coverage = Baseline(BaselineStatus.GREEN, ()), {}
+        if not nothing_reached:
+            merged = _merge([run for key, run in runs.items() if key.startswith("_baseline")])
+            ran, coverage = _judge_baseline(ex, merged, num_jobs, alone=False)
+        baseline, coverage = combine(reuse, ran.gates, tuple(o.gate_id for o in ran.gates), coverage)
+        _put(cache, config, tree, files, baseline, coverage)
     else:
         merged = _merge([run for key, run in runs.items() if key.startswith("_baseline")])
         baseline, coverage = _judge_baseline(ex, merged, num_jobs)
-        cache.put_baseline(tree, {"baseline": dataclasses.asdict(baseline), "coverage": coverage})
+        _put(cache, config, tree, files, baseline, coverage)
     if checked:
         return baseline, coverage, "cached"
-    _judge_self_check(baseline, runs["_forced-fail"])
+    if not nothing_reached:
+        # With an earlier tree's baseline, the forced failure ran only where the change reached; the earlier
+        # tree's own self-check passed for every other gate (`_reusable` takes no other).
+        _judge_self_check(ran or baseline, runs["_forced-fail"])
     cache.put_self_check(tree)
     return baseline, coverage, "passed"
+
+
+def _reusable(config: ProjectConfig, cache: cache_mod.ResultCache, files: Mapping[str, bytes]) -> Reuse | None:
+    """The newest earlier baseline (same harness, settings and interpreter; its self-check passed) that can
+    stand for this tree's, with the gates to re-run; None: a whole baseline."""
+    for earlier in cache.earlier_baselines(cache_mod.setup_digest(config)):
+        if cache.get_self_check(str(earlier.get("tree", ""))) and (reuse := plan_reuse(config, files, earlier)):
+            return reuse
+    return None
+
+
+def _put(
+    cache: cache_mod.ResultCache,
+    config: ProjectConfig,
+    tree: str,
+    files: Mapping[str, bytes] | None,
+    baseline: Baseline,
+    coverage: dict[str, Any],
+) -> None:
+    entry = {"baseline": dataclasses.asdict(baseline), "coverage": coverage, "tree": tree}
+    if files is not None:  # what a later tree needs to reuse this baseline
+        entry |= {"setup": cache_mod.setup_digest(config), **fingerprint(config, files, coverage)}
+    cache.put_baseline(tree, entry)
 
 
 def _merge(parts: list[JobResult]) -> JobResult:
@@ -172,7 +219,10 @@ def _merge(parts: list[JobResult]) -> JobResult:
     )
 
 
-def _judge_baseline(ex: JobExecutor, run: JobResult, num_jobs: int) -> tuple[Baseline, dict[str, Any]]:
+def _judge_baseline(
+    ex: JobExecutor, run: JobResult, num_jobs: int, alone: bool = True
+) -> tuple[Baseline, dict[str, Any]]:
+    """The baseline a green run of the gates gives; `alone`: it ran every gate, so it must have run one."""
     config = ex.config
     if run.state != JobState.DONE:
         raise BaselineError(f"baseline {run.state}: {run.reason}")
@@ -192,7 +242,7 @@ def _judge_baseline(ex: JobExecutor, run: JobResult, num_jobs: int) -> tuple[Bas
     if run.pytest_exit in (3, 4):  # pytest refused the session (a plugin, an option): that, not "no gate"
         raise BaselineError(f"the baseline's pytest could not run the gates: {run.reason}")
     baseline = Baseline(BaselineStatus.GREEN, tuple(ran))
-    if not baseline.gates:
+    if alone and not baseline.gates:
         where = f"no test under {', '.join(config.gates)}"
         raise BaselineError(
             f"no gate selected: {where} carries the pytest marker {config.gate_marker!r} ([tool.dflash] gates and "

@@ -107,7 +107,7 @@ def run_verify(
         run.ceilings = executor.ceilings
         ex = guard.watch(executor)
         run.num_jobs = options.jobs or config.jobs or executor.default_jobs
-        run.baseline, coverage, run.self_check = run_pristine(ex, cache, tree, progress, run.num_jobs)
+        run.baseline, coverage, run.self_check = run_pristine(ex, cache, tree, progress, run.num_jobs, files)
         check_sources_imported(config, coverage)  # a layout the copy cannot import is an error, not survivals
         coverage_map = CoverageMap.from_json(coverage, run.baseline.gate_ids)
         planned = _plan(run, coverage_map, tree, changed)
