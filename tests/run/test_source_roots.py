@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from verify.config.settings import load_config
-from verify.run.phases.pristine import _sources, in_root
+from verify.config.settings import in_root, load_config
+from verify.run.phases.pristine import _sources
 
 
 @pytest.mark.parametrize(

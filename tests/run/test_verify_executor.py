@@ -162,12 +162,19 @@ def test_an_unmutated_run_shares_its_bytecode_and_a_mutant_never_does(toy_copy) 
     # Children load the pristine tree's caches instead of compiling every source and rewriting every gate
     # again; only an unmutated run's caches are taken (a mutant could write any file into its copy).
     root = toy_copy()
-    poison = "(__import__('pathlib').Path(__file__).parent / '__pycache__' / 'text.cpython-311.pyc').write_bytes(b'x')"
+    # A cache of a gate's file (no source's: those are compiled, and never replaced, before any child runs).
+    poison = (
+        "(lambda p: (p.mkdir(exist_ok=True), (p / 'test_arith.cpython-311.pyc').write_bytes(b'x')))"
+        "(__import__('pathlib').Path(__file__).parents[1] / 'tests' / 'gates' / '__pycache__')"
+    )
     with Executor(load_config(root)) as executor:
+        # The sources' own caches are compiled once when the pristine tree is made (`compile_sources`).
+        compiled = {p: p.read_bytes() for p in executor.pristine.rglob("*.pyc")}
+        assert sorted(p.relative_to(executor.pristine).parent.as_posix() for p in compiled) == ["toy/__pycache__"] * 3
         writes = _override(root, "return a * b", f"return {poison} and a * b")
         mutant = Job("mutant", (TEST_MUL,), 30.0, writes, share_bytecode=True)
         executor.run([mutant], 1)
-        assert list(executor.pristine.rglob("*.pyc")) == []
+        assert {p: p.read_bytes() for p in executor.pristine.rglob("*.pyc")} == compiled
         executor.run([Job("shared", (TEST_MUL,), 30.0, share_bytecode=True)], 1)
         cached = sorted(p.relative_to(executor.pristine).as_posix() for p in executor.pristine.rglob("*.pyc"))
         [again] = executor.run([Job("later", (TEST_MUL, TEST_SUB), 30.0)], 1)

@@ -39,6 +39,12 @@ def _key(default: object, doc: str) -> Any:
     return field(default=default, metadata={"doc": doc})
 
 
+def in_root(rel: str, root: str) -> bool:
+    """Whether the project file `rel` lies under `root` (a folder or file; "." or "" is the whole project)."""
+    root = root.strip("/").removeprefix("./")
+    return root in ("", ".") or rel == root or rel.startswith(root + "/")
+
+
 @dataclass(frozen=True, slots=True)
 class ProjectConfig:
     """The `[tool.dflash]` table. Every field but `root` is a key; its `metadata["doc"]` is its user docs."""
@@ -181,6 +187,14 @@ class ProjectConfig:
     @property
     def num_jobs(self) -> int:
         return self.jobs or os.cpu_count() or 1
+
+    def is_source(self, rel: str) -> bool:
+        """Whether the project file `rel` lies under a source root (what mutations change)."""
+        return any(in_root(rel, root) for root in self.source_roots)
+
+    def is_under_gates(self, rel: str) -> bool:
+        """Whether the project file `rel` lies under a gate path."""
+        return any(in_root(rel, gate) for gate in self.gates)
 
     @property
     def import_paths(self) -> tuple[str, ...]:

@@ -6,12 +6,15 @@ Only ever reads the user's tree; writes only under the destination it is given.
 
 from __future__ import annotations
 
+import importlib.util
+import py_compile
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["adopt_bytecode", "copy_files", "visible_files"]
+__all__ = ["adopt_bytecode", "compile_sources", "copy_files", "visible_files"]
 
 _IGNORED_NAMES = {".git", ".venv", "mutants", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 
@@ -65,3 +68,27 @@ def adopt_bytecode(copy: Path, pristine: Path) -> int:
         aside.replace(dest)
         taken += 1
     return taken
+
+
+def compile_sources(tree: Path, names: Iterable[str]) -> int:
+    """Compile each named `.py` file of `tree` (the pristine copy) into the bytecode cache beside it, where none
+    is, so that every child loads it instead of compiling it again: a module a gate imports only when it runs is
+    imported by no collection, so no earlier child left its bytecode. The cache is Python's own (checked against
+    its source's size and time on each load), written as the import system would; a file that does not compile
+    is left for its import to report. Returns how many it wrote."""
+    if sys.pycache_prefix is not None:
+        return 0  # the caches live elsewhere: a copy would not carry them
+    written = 0
+    for name in names:
+        source = tree / name
+        if not name.endswith(".py") or not source.is_file():
+            continue
+        cache = Path(importlib.util.cache_from_source(str(source)))
+        if cache.exists():
+            continue
+        try:
+            py_compile.compile(str(source), cfile=str(cache), doraise=True)
+        except (py_compile.PyCompileError, OSError, ValueError):
+            continue
+        written += 1
+    return written

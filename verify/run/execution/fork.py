@@ -48,7 +48,7 @@ from verify.run.execution.zygotes import Zygotes
 from verify.sandbox import cgroups, hardening, namespaces, reaper, shm
 from verify.sandbox.confine import probe
 from verify.sandbox.copies import CopyPool
-from verify.sandbox.private_copy import adopt_bytecode, copy_files
+from verify.sandbox.private_copy import adopt_bytecode, compile_sources, copy_files
 
 __all__ = ["Executor", "Job", "JobResult"]
 
@@ -126,7 +126,9 @@ class Executor:
         self.groups = cgroups.Groups(cgroups.probe())  # the kernel's ceilings per child, where it has them
         self._tmp = tempfile.mkdtemp(prefix="dflash-verify-")
         self.pristine = Path(self._tmp, "pristine").resolve()
-        copy_files(self.config.root, project_files(self.config), self.pristine)
+        files = project_files(self.config)
+        copy_files(self.config.root, files, self.pristine)
+        compile_sources(self.pristine, [rel for rel in files if self.config.is_source(rel)])
         self.copies = CopyPool(self.pristine, Path(self._tmp, "copies"))
         for name in self.config.preload:
             importlib.import_module(name)

@@ -80,14 +80,8 @@ def _sources(config: ProjectConfig) -> tuple[tuple[str, str], ...]:
     return tuple(
         (rel, (config.root / rel).read_text())
         for rel in project_files(config)
-        if rel.endswith(".py") and any(in_root(rel, root) for root in config.source_roots)
+        if rel.endswith(".py") and config.is_source(rel)
     )
-
-
-def in_root(rel: str, root: str) -> bool:
-    """Whether the project file `rel` lies under the source root `root` ("." or "" is the whole project)."""
-    root = root.strip("/").removeprefix("./")
-    return root in ("", ".") or rel == root or rel.startswith(root + "/")
 
 
 def run_pristine(

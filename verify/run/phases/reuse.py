@@ -32,15 +32,6 @@ _FIXTURE = "fixture:"
 _TEST_FILE = re.compile(r"test_.*\.py|.*_test\.py")  # pytest's default python_files
 
 
-def _in_root(rel: str, root: str) -> bool:
-    root = root.strip("/").removeprefix("./")
-    return root in ("", ".") or rel == root or rel.startswith(root + "/")
-
-
-def _under_gates(rel: str, config: ProjectConfig) -> bool:
-    return any(_in_root(rel, gate) for gate in config.gates)
-
-
 def _skeleton(text: str) -> tuple[str, list[tuple[int, int]]] | None:
     """(digest of the module with every function body emptied, the line ranges of those bodies); None when
     the text does not parse. Two texts with one skeleton differ only inside function bodies: what runs at import
@@ -65,7 +56,7 @@ def fingerprint(config: ProjectConfig, files: Mapping[str, bytes], coverage: Map
     lines = coverage.get("lines", {})
     sources = {}
     for rel in files:
-        if not rel.endswith(".py") or not any(_in_root(rel, root) for root in config.source_roots):
+        if not rel.endswith(".py") or not config.is_source(rel):
             continue
         try:
             shape = _skeleton((config.root / rel).read_text())
@@ -118,14 +109,14 @@ def plan_reuse(config: ProjectConfig, files: Mapping[str, bytes], earlier: Mappi
     for rel in changed:
         if os.path.basename(rel) == "conftest.py" or not rel.endswith(".py"):
             return None  # every gate below a conftest, and whatever reads a data file, may differ
-        beside_gates = rel not in old_files and _under_gates(rel, config)
+        beside_gates = rel not in old_files and config.is_under_gates(rel)
         new_gate_file = beside_gates and _TEST_FILE.fullmatch(os.path.basename(rel)) is not None
         if beside_gates and not new_gate_file:
             return None  # a new module beside the gates, not named as a test file: what collects it is unknown
         if rel in gate_files or new_gate_file:
             changed_gate_files.add(rel)
             affected |= _affected_by_source(rel, coverage, gate_ids)  # a gate file some other gate runs code of
-        elif any(_in_root(rel, root) for root in config.source_roots):
+        elif config.is_source(rel):
             if rel in files and rel in old_files:
                 shape = _skeleton((config.root / rel).read_text())
                 before = sources.get(rel)
