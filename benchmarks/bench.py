@@ -9,7 +9,9 @@ Everything is measured in one run and printed as a table plus JSON (reports/benc
 
 `BENCH_SECTIONS=verify,runner` runs only those sections (default all: startup, runner, verify, confinement,
 ray, scale, changed), for a quick run; see benchmarks/verify_bench.py for choosing the verify section's parts, and
-`BENCH_SIZES=fixture,deep` picks the runner section's batch-1 sizes (default all).
+`BENCH_SIZES=fixture,deep` picks the runner section's batch-1 sizes (default all). `BENCH_BUSY=2` keeps two
+spinning processes running for the whole bench (the goals' busy machine), ended by pid at its end. The last block
+printed, `[goals]`, is issue 55's goals, each with this run's figure and whether it is met.
 """
 
 from __future__ import annotations
@@ -239,14 +241,53 @@ SECTIONS: dict[str, Callable[[], dict]] = {
 }
 
 
+# Issue 55's goals: (name, section, figure, at most). Each figure is a ratio measured within one run.
+GOALS = (
+    ("a gate in a child / plain pytest (median)", "verify", "gate_in_child_over_plain_median", 1.1),
+    ("an outside engine's gate in a child / plain", "verify", "example_gate_in_child_over_plain_median", 1.1),
+    ("per-mutant overhead, 1,000 / 10 mutations", "scale", "per-mutant overhead 1000 / 10", 1.1),
+    ("HTML report of 1,000 mutations interactive (s)", "scale", "1000 mutations: html interactive (s)", 2.0),
+    ("--changed-since on one function / its gates", "changed", "ratio", 1.5),
+    ("--first-kill / the gates", "verify", "first_kill_over_gates", 1.3),
+    ("the full matrix / its floor", "verify", "full_matrix_over_floor", 1.05),
+    ("batch 1 / its matmul floor, worst size", "runner", "batch1_floor_worst", 1.15),
+)
+
+
+def goals(figures: dict[str, dict]) -> dict[str, str]:
+    """Each goal whose figure this run measured: its value, its limit, met or not."""
+    found = {}
+    for name, section, key, limit in GOALS:
+        value = figures.get(section, {}).get(key)
+        if isinstance(value, int | float):
+            found[name] = f"{value:.3f} (goal <= {limit}: {'met' if value <= limit else 'NOT met'})"
+    return found
+
+
+def _busy(count: int) -> list[subprocess.Popen]:
+    """`count` processes that spin for the whole bench (`BENCH_BUSY`): the busy machine of the goals' second run."""
+    spin = [sys.executable, "-c", "while True: pass"]
+    return [subprocess.Popen(spin, stdin=subprocess.DEVNULL) for _ in range(count)]
+
+
 def main() -> None:
     torch.set_num_threads(1)
     chosen = [s for s in os.environ.get("BENCH_SECTIONS", ",".join(SECTIONS)).split(",") if s]
     if unknown := [s for s in chosen if s not in SECTIONS]:
         raise SystemExit(f"BENCH_SECTIONS: unknown section(s) {', '.join(unknown)}; known: {', '.join(SECTIONS)}")
+    busy = int(os.environ.get("BENCH_BUSY", "0") or 0)
     loadavg = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    figures: dict[str, dict] = {"machine": {"commit": _commit(), "loadavg_at_start": loadavg, "cores": os.cpu_count()}}
-    figures.update({name: SECTIONS[name]() for name in SECTIONS if name in chosen})
+    machine = {"commit": _commit(), "loadavg_at_start": loadavg, "cores": os.cpu_count(), "busy_loops": busy}
+    figures: dict[str, dict] = {"machine": machine}
+    spinners = _busy(busy)
+    try:
+        figures.update({name: SECTIONS[name]() for name in SECTIONS if name in chosen})
+    finally:
+        for spinner in spinners:  # ended by pid, whatever a section raised
+            spinner.kill()
+            spinner.wait()
+    machine["loadavg_at_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    figures["goals"] = goals(figures)
     Path(ROOT / "reports").mkdir(exist_ok=True)
     (ROOT / "reports" / "bench.json").write_text(json.dumps(figures, indent=2) + "\n")
     for section, values in figures.items():
