@@ -90,6 +90,8 @@ class _Warm:
         self.log, self.executor, self.load_scale = log, executor, load_scale
         self.collected: list[pytest.Item] = []
         self.kept: set[str] = set()
+        self._ids: list[tuple[str, pytest.Item]] = []
+        self._by_file: dict[str, list[tuple[str, pytest.Item]]] = {}
         self.refused = ""
         self.job: tuple[Any, JobPaths] | None = None  # set in a job's child only
         self.recorder: Recorder | None = None
@@ -107,6 +109,10 @@ class _Warm:
         if order != sorted(order) or -1 in order:
             self.refused = "a plugin reorders or adds gates after collection"
         self.collected, self.kept = before, {item.nodeid for item in items}
+        self._ids = [(item.nodeid, item) for item in before]  # computed once: pytest builds a node id on each ask
+        self._by_file = {}
+        for node_id, item in self._ids:
+            self._by_file.setdefault(node_id.partition("::")[0], []).append((node_id, item))
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -177,7 +183,11 @@ class _Warm:
         """The job's gates in its order and the swaps for its mutated files, or why it must run cold."""
         items: list[pytest.Item] = []
         for arg in job.gate_ids or self.config.gates:
-            matched = [item for item in self.collected if _matches(item.nodeid, arg)]
+            # A node id names one file: only that file's gates can match it (the lookup is per job, on the path
+            # every child waits on; a scan of every collected gate grew with the suite).
+            file, has_file, _ = arg.partition("::")
+            candidates = self._by_file.get(file, ()) if has_file else self._ids
+            matched = [item for node_id, item in candidates if _matches(node_id, arg)]
             if not matched:
                 return f"not collected here: {arg}"
             items += [item for item in matched if item.nodeid in self.kept]
