@@ -179,3 +179,13 @@ def test_a_second_tree_reruns_only_the_reached_gates_and_judges_as_a_whole_basel
     assert [(m.name, m.status, m.killed_by, m.ran) for m in reused.mutations] == [
         (m.name, m.status, m.killed_by, m.ran) for m in whole.mutations
     ]
+
+
+def test_a_file_edited_during_the_run_gets_no_skeleton_so_its_next_change_runs_a_whole_baseline(toy_copy) -> None:
+    root = toy_copy()
+    config = load_config(root)
+    files = _files(root)
+    path = root / "toy/text.py"
+    path.write_text(path.read_text().replace('label = "value"', 'label = "val" + "ue"'))  # after the run began
+    stored = fingerprint(config, files, COVERAGE)
+    assert "toy/text.py" not in stored["sources"] and "toy/arith.py" in stored["sources"]

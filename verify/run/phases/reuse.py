@@ -59,7 +59,10 @@ def fingerprint(config: ProjectConfig, files: Mapping[str, bytes], coverage: Map
         if not rel.endswith(".py") or not config.is_source(rel):
             continue
         try:
-            shape = _skeleton((config.root / rel).read_text())
+            content = (config.root / rel).read_bytes()
+            # Only the text the run started from: one edited since has no skeleton, so a later tree that changed
+            # it runs a whole baseline.
+            shape = _skeleton(content.decode()) if hashlib.sha256(content).digest() == files[rel] else None
         except (OSError, UnicodeDecodeError):
             shape = None
         if shape is None:
