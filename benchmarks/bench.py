@@ -26,8 +26,8 @@ from pathlib import Path
 import torch
 
 from benchmarks.changed_bench import bench_changed
-from benchmarks.matmul_floor import Replay, record
 from benchmarks.confine_bench import bench_confinement
+from benchmarks.matmul_floor import Replay, record
 from benchmarks.ray_bench import bench_ray
 from benchmarks.runner_sizes import SIZES, BenchSize, checkpoint
 from benchmarks.runner_sizes import prompts as size_prompts
