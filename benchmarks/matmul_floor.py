@@ -90,6 +90,8 @@ class Replay:
     """The recorded matmuls, ready to run: activations made once per layout, arguments bound in a list."""
 
     def __init__(self, calls: list[MatmulCall]) -> None:
+        if not calls:  # a floor of nothing would make the ratio a division by a timer's noise
+            raise ValueError("no matmul was recorded: the decode's matmuls are called some way the log misses")
         inputs: dict[Layout, torch.Tensor] = {}
         self._bound: list[tuple[Callable, tuple, dict]] = []
         for call in calls:
