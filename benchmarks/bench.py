@@ -29,6 +29,7 @@ import torch
 
 from benchmarks.changed_bench import bench_changed
 from benchmarks.confine_bench import bench_confinement
+from benchmarks.matmul_floor import Replay, record
 from benchmarks.ray_bench import bench_ray
 from benchmarks.runner_sizes import SIZES, BenchSize, checkpoint
 from benchmarks.runner_sizes import prompts as size_prompts
@@ -104,7 +105,9 @@ def bench_reference() -> dict:
         result = bench_size(size)
         per_size[size.name] = result
         figures[f"batch1 {size.name}"] = result["line"]
+        figures[f"batch1 {size.name} floor"] = result["floor_line"]
         print(f"batch1 {size.name}: {result['line']}", file=sys.stderr, flush=True)
+        print(f"batch1 {size.name} floor: {result['floor_line']}", file=sys.stderr, flush=True)
     if "fixture" in per_size:
         fixture = per_size["fixture"]
         figures["batch1_vs_reference"] = fixture["line"]
@@ -118,6 +121,14 @@ def bench_reference() -> dict:
         f"{len(per_size)} of {len(SIZES)} sizes measured: "
         f"{'met' if worst_ratio <= BATCH1_GOAL else 'not met'}"
     )
+    floor_worst = max(per_size, key=lambda name: per_size[name]["floor_ratio"])
+    floor_worst_ratio = per_size[floor_worst]["floor_ratio"]
+    figures["batch1_floor_worst_size"] = floor_worst
+    figures["batch1_floor_worst_ratio"] = floor_worst_ratio
+    figures["batch1_floor_worst"] = (
+        f"{floor_worst} at {floor_worst_ratio:.3f} of its matmul floor; goal <= {FLOOR_GOAL} on the "
+        f"{len(per_size)} of {len(SIZES)} sizes measured: {'met' if floor_worst_ratio <= FLOOR_GOAL else 'not met'}"
+    )
     figures["batch1_all_same_tokens"] = all(r["reference_same_tokens"] for r in per_size.values())
     figures["batch1_sizes"] = per_size
     return figures
@@ -126,6 +137,7 @@ def bench_reference() -> dict:
 FIXTURE_KEYS = ("ours_batch1_s", "reference_batch1_s", "ours_over_reference", "ours_over_reference_min_over_min",
                 "reference_batch1_tok_s", "reference_same_tokens")  # fmt: skip
 BATCH1_GOAL = 0.75
+FLOOR_GOAL = 1.15  # our batch-1 decode over the time of its own matmuls alone (benchmarks/matmul_floor.py)
 
 
 def bench_size(size: BenchSize) -> dict:
@@ -172,15 +184,21 @@ def bench_size(size: BenchSize) -> dict:
         return time.perf_counter() - start, out
 
     run_ours(), run_reference()  # warm-up
+    floor = Replay(record(run_ours))  # a warm decode's matmuls, replayed in every round below
+    floor.run()  # warm-up
     rounds = size.rounds
-    ours_times, ref_times, ours_ids, ref_ids = [], [], [], []
+    ours_times, ref_times, floor_times, ours_ids, ref_ids = [], [], [], [], []
     for _ in range(rounds):
         elapsed, ours_ids = timed(run_ours)
         ours_times.append(elapsed)
         elapsed, ref_ids = timed(run_reference)
         ref_times.append(elapsed)
+        floor_times.append(floor.timed())
     ratio = statistics.median(a / b for a, b in zip(ours_times, ref_times, strict=True))
     ours_s, ref_s = statistics.median(ours_times), statistics.median(ref_times)
+    # The same paired method against the floor: each round's decode over that round's replay, a second apart.
+    floor_ratio = statistics.median(a / b for a, b in zip(ours_times, floor_times, strict=True))
+    floor_s = statistics.median(floor_times)
     num_tokens = sum(len(ids) for ids in ref_ids)
     same = ours_ids == ref_ids
     min_over_min = min(ours_times) / min(ref_times)
@@ -196,6 +214,13 @@ def bench_size(size: BenchSize) -> dict:
         # Best against best, as the batched figures are (each the best of its runs).
         "reference_batch1_tok_s": num_tokens / min(ref_times),
         "reference_same_tokens": same,
+        "floor_s": floor_s,
+        "floor_matmuls": floor.num_calls,
+        "floor_ratio": floor_ratio,
+        "floor_line": (
+            f"{floor_ratio:.3f} (median of {rounds} paired rounds; medians decode {ours_s:.3f} s vs matmul floor "
+            f"{floor_s:.3f} s, {floor.num_calls} matmuls replayed; goal <= {FLOOR_GOAL})"
+        ),
         "line": (
             f"{ratio:.3f} (median of {rounds} paired rounds of {len(prompts)} prompts; medians ours {ours_s:.3f} s "
             f"vs reference {ref_s:.3f} s; min/min {min_over_min:.3f}; acceptance {statistics.fmean(lengths):.2f}; "
