@@ -40,7 +40,6 @@ class DraftInputs:
     block_table: torch.Tensor | None = None  # [R, max_pages]; None selects the dense (unpaged) path
     read_lens: torch.Tensor | None = None  # [R] keys the block reads: store length after the context + B
     max_read_len: int | None = None  # max(read_lens) known on the host (else read from the device: a sync)
-    first_slot: int | None = None  # one row only: position p sits in store slot first_slot + p (PagedInputs)
 
 
 class DraftLayer(nn.Module):
@@ -111,9 +110,7 @@ class DFlashDraft(nn.Module):
             max_len = int(inputs.read_lens.max()) if inputs.max_read_len is None else inputs.max_read_len
             key_positions = torch.arange(max_len, device=h.device).expand(num_rows, max_len)
             key_valid = key_positions < inputs.read_lens[:, None]
-            if inputs.first_slot is not None and num_rows != 1:
-                raise RunnerError(f"first_slot is for one row; this draft call has {num_rows}")
-            read_slots = store.slots(inputs.block_table, key_positions) if inputs.first_slot is None else None
+            read_slots = store.slots(inputs.block_table, key_positions)
             write_slots = store.write_slots(
                 inputs.block_table, positions, torch.cat((inputs.ctx_valid, inputs.block_valid), dim=1)
             )
@@ -134,10 +131,7 @@ class DFlashDraft(nn.Module):
             q, k, v = attn.split(torch.cat((attn.project(ctx), attn.project(x)), dim=1), cos, sin)
             if paged:
                 store.write(idx, k.flatten(0, 1), v.flatten(0, 1), write_slots)
-                if read_slots is None:
-                    keys, values = store.read_span(idx, inputs.first_slot, max_len)
-                else:
-                    keys, values = store.read(idx, read_slots)
+                keys, values = store.read(idx, read_slots)
             else:
                 keys, values = k, v
             kind = (layer.is_causal, layer.sliding_window)

@@ -17,7 +17,7 @@ from runner.block_manager import BlockAllocator, pages_for
 from runner.draft import DFlashDraft
 from runner.engine_config import EngineConfig, GenerationOutput
 from runner.errors import InvalidRequestError, RunnerError
-from runner.kv_cache import PagedKVCache, first_slot
+from runner.kv_cache import PagedKVCache
 from runner.loader import load_draft, load_target, resolve_dtype
 from runner.proposer import Proposal, propose
 from runner.request import FinishReason, Request, check_request
@@ -254,13 +254,7 @@ class Engine:
         block = torch.cat([anchors[:, None], proposal.drafted[:, : width - 1]], dim=1)  # [R, W]
         max_len = max(r.num_committed + s for r, s in zip(requests, sizes, strict=True))
         inputs = PagedInputs(
-            block,
-            positions,
-            valid,
-            self.rows.target_block_table[:num_rows],
-            committed + size,
-            max_len,
-            first_slot(requests[0].target_pages, self.config.page_size) if num_rows == 1 else None,
+            block, positions, valid, self.rows.target_block_table[:num_rows], committed + size, max_len
         )
         logits, taps = self.target(inputs, self.target_cache, self.tap_layer_ids)
         argmax = logits.argmax(-1)  # [R, W]

@@ -6,22 +6,12 @@ tensors; which request owns which pages is the block manager's and the batch's b
 
 from __future__ import annotations
 
-from itertools import pairwise
 from typing import TYPE_CHECKING
 
 import torch
 
 if TYPE_CHECKING:
     from runner.config import TargetConfig
-
-
-def first_slot(pages: list[int], page_size: int) -> int | None:
-    """The slot of position 0 when the pages are consecutive ids, so that position p sits at that slot + p;
-    else None. A fresh pool hands pages out in order, so a request's pages are consecutive unless they wrap
-    around the pool's free list."""
-    if not pages or any(b != a + 1 for a, b in pairwise(pages)):
-        return None
-    return pages[0] * page_size
 
 
 class PagedKVCache:
@@ -79,13 +69,6 @@ class PagedKVCache:
         shape = (*slot_ids.shape, *self.k.shape[2:])
         k_layer, v_layer = self._layer(layer)
         return k_layer.index_select(0, flat).view(shape), v_layer.index_select(0, flat).view(shape)
-
-    def read_span(self, layer: int, first_slot: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """One row whose positions [0, length) sit in consecutive slots from first_slot: k, v as views of the
-        cache, [1, length, num_kv_heads, head_dim]. The values `read` would gather, without the copy."""
-        k_layer, v_layer = self._layer(layer)
-        end = first_slot + length
-        return k_layer[first_slot:end].unsqueeze(0), v_layer[first_slot:end].unsqueeze(0)
 
     def _layer(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         if torch.is_grad_enabled():

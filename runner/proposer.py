@@ -15,7 +15,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from runner.batch import BatchRows
 from runner.draft import DFlashDraft, DraftInputs
-from runner.kv_cache import PagedKVCache, first_slot
+from runner.kv_cache import PagedKVCache
 from runner.request import Request
 from runner.sampling import sampling_probs
 from runner.target import Qwen3Target
@@ -94,7 +94,6 @@ def propose(
         # The block reads the stored context (L positions) plus its own rows.
         read_lens=committed + valid.sum(1) if paged else None,
         max_read_len=max(r.num_committed + s for r, s in zip(requests, sizes, strict=True)),
-        first_slot=first_slot(requests[0].draft_pages, store.page_size) if paged and num_rows == 1 else None,
     )
     hidden = draft(inputs, target.model.embed_tokens, store)
     for row, r in enumerate(requests):

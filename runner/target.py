@@ -17,7 +17,6 @@ from torch import nn
 from torch.nn import functional as F
 
 from runner.config import TargetConfig
-from runner.errors import RunnerError
 from runner.kv_cache import PagedKVCache
 from runner.layers import (
     RMSNorm,
@@ -42,9 +41,6 @@ class PagedInputs:
     block_table: torch.Tensor  # [R, max_pages]
     seq_lens: torch.Tensor  # [R] cache length once this forward's tokens are written
     max_seq_len: int | None = None  # max(seq_lens) known on the host (else read from the device: a sync)
-    # One row only: its position p sits in slot first_slot + p (consecutive pages, kv_cache.first_slot), so its
-    # keys and values are read as views of the cache instead of gathered. None: gathered through block_table.
-    first_slot: int | None = None
 
 
 class QKNormAttention(nn.Module):
@@ -157,10 +153,7 @@ class Qwen3Target(nn.Module):
         # A row's positions end before its cache length, padding at most T - 1 past it: all are < max_len + T.
         cos, sin = self.rotary(inputs.positions, h.dtype, max_len + inputs.positions.shape[1])
         key_positions = torch.arange(max_len, device=h.device).expand(num_rows, max_len)
-        first_slot = inputs.first_slot
-        if first_slot is not None and num_rows != 1:
-            raise RunnerError(f"first_slot is for one row; this forward has {num_rows}")
-        read_slots = cache.slots(inputs.block_table, key_positions) if first_slot is None else None
+        read_slots = cache.slots(inputs.block_table, key_positions)
         mask = additive_mask(
             attention_mask(
                 inputs.positions,
@@ -179,10 +172,7 @@ class Qwen3Target(nn.Module):
             x = layer.input_layernorm.forward(h)
             q, k, v = attn.project_qkv(x, cos, sin)
             cache.write(idx, k.flatten(0, 1), v.flatten(0, 1), write_slots)
-            if read_slots is None:
-                keys, values = cache.read_span(idx, first_slot, max_len)
-            else:
-                keys, values = cache.read(idx, read_slots)
+            keys, values = cache.read(idx, read_slots)
             h = h + attn.output(attend(q, keys, values, mask, attn.scale))
             h = h + layer.mlp.forward(layer.post_attention_layernorm.forward(h))
             if idx in tap_layer_ids:
