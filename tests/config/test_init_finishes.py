@@ -108,3 +108,26 @@ def test_init_without_proposals_offers_the_command(tmp_path) -> None:
     assert done.exit_code == 0, done.output
     assert "dflash mutations propose" in done.output and not (root / "proposed_mutations.py").exists()
     assert "reported survived until gates that call your code are written" in done.output
+
+
+OBSERVER = (
+    "from spec.accept import scale\n\n\nclass Observer:\n    workloads: tuple[str, ...] = ('one',)\n\n"
+    "    def run(self, workload, emit):\n        positions = scale(2, 3)\n"
+    "        emit(-1, -1, 'positions', positions)\n\n\ndef make_observer():\n    return Observer()\n"
+)
+
+
+def test_init_does_not_propose_mutations_of_the_observer_module(tmp_path) -> None:
+    """An observer (`verify explain`'s protocol) drives the engine; a proposal there mutates the instrument. Init
+    writes the table fresh, so no `observe` names it yet: it is known by its shape."""
+    root = _write(tmp_path, {"spec/__init__.py": "", "spec/accept.py": ACCEPT, "spec/observe.py": OBSERVER})
+    done = CliRunner().invoke(app, ["init", "--project", str(root), "--no-check"])
+    assert done.exit_code == 0, done.output
+    mutations = load_mutations(load_config(root))
+    assert mutations and all(m.file != "spec/observe.py" for m in mutations.values())
+    # The same assignment outside an observer class is proposed (the rule fires on it).
+    plain = _write(tmp_path / "plain", {"spec/__init__.py": "", "spec/accept.py": ACCEPT,
+                                        "spec/observe.py": OBSERVER.replace("workloads", "names")})  # fmt: skip
+    done = CliRunner().invoke(app, ["init", "--project", str(plain), "--no-check"])
+    assert done.exit_code == 0, done.output
+    assert any(m.file == "spec/observe.py" for m in load_mutations(load_config(plain)).values())
