@@ -4,12 +4,16 @@ comparison's strictness).
 
 As in `sampling_rules`, `scan` asks for the class's context (a name about positions, the cache, a mask), which a
 template's anchor does not need. A `+ 1` that could only crash (a tuple plus one) and a slice end counted from the
-back (`[:-k]`, where `+ 1` empties the slice at k = 1) are refused with the reason. Knows `ast`; nothing of files.
+back (`[:-k]`, where `+ 1` empties the slice at k = 1) are refused with the reason. So is a constant offset that
+rotary embeddings cannot see: RoPE's attention scores depend on a query's position minus a key's, so one offset
+added to every position the file's one rotary call rotates (queries and keys alike, the cached keys written by
+that same call) cancels, as does one inside the rotary embedding's own code. Knows `ast`; nothing of files.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 
 from verify.propose.edit import (
     BugClass,
@@ -36,6 +40,47 @@ _LIMIT_WORDS = {"max", "min", "num", "embeddings", "limit", "size", "count"}
 _CACHE_WORDS = {"cache", "kv", "past", "pending", "store", "keys", "values", "k_cache", "v_cache", "crop"}
 _MASK_WORDS = {"mask", "masks", "valid", "visible", "allowed", "causal", "attend"}
 _CROPS = ("crop", "truncate", "trim")
+_ROTARY_WORDS = {"rotary", "rope"}
+_SHIFT_INVARIANT = (
+    "the positions feed the file's one rotary embedding call, which rotates queries and keys alike (and the keys "
+    "it caches): RoPE's scores see only a query's position minus a key's, so a constant offset cancels"
+)
+_INSIDE_ROTARY = (
+    "inside the rotary embedding's own code an offset moves every angle it computes alike, for queries and keys: "
+    "RoPE's scores see only position differences, so a constant offset cancels"
+)
+
+
+def _words(name: str) -> set[str]:
+    """name_parts with CamelCase split too: RotaryEmbedding gives rotary, embedding."""
+    return name_parts(re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name))
+
+
+def _is_positions(node: ast.AST) -> bool:
+    last = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return bool(name_parts(last) & _POSITION_WORDS and not name_parts(last) & _LIMIT_WORDS)
+
+
+def _rotary_calls(src: Source) -> list[ast.Call]:
+    """Calls of a rotary embedding handed positions: rotary(positions, ...), self.rotary_emb(x, position_ids=p)."""
+    return [
+        call
+        for call in src.nodes(ast.Call)
+        if _words(called(call)) & _ROTARY_WORDS
+        and (
+            any(_is_positions(a) for a in call.args)
+            or any(_words(k.arg or "") & _POSITION_WORDS for k in call.keywords)
+        )
+    ]
+
+
+def _inside_rotary(src: Source) -> set[int]:
+    """The ids of the nodes inside a class or function whose name says it is a rotary embedding."""
+    inside: set[int] = set()
+    for scope in src.nodes((ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+        if _words(scope.name) & _ROTARY_WORDS:
+            inside |= {id(n) for n in ast.walk(scope)}
+    return inside
 
 
 def _has_arange(node: ast.AST) -> bool:
@@ -52,6 +97,20 @@ def _offset(src: Source, value: ast.AST, what: str) -> Found:
 def positions(src: Source, owners: Owners, scan: bool) -> list[Found]:
     found: list[Found] = []
     what = "Position ids start one past where they should: every token is encoded as if it came one later."
+    inside = _inside_rotary(src) if scan else set()
+    rotary = _rotary_calls(src) if scan else []
+    # The file's one rotary call: an offset on what it is handed cancels (see the module docstring).
+    invariant = (
+        {id(n) for n in [*rotary[0].args, *(k.value for k in rotary[0].keywords)]} if len(rotary) == 1 else set()
+    )
+
+    def offset(value: ast.AST) -> Found:
+        if id(value) in inside:
+            return Refusal(BugClass.POSITIONS, value, _INSIDE_ROTARY)
+        if id(value) in invariant:
+            return Refusal(BugClass.POSITIONS, value, _SHIFT_INVARIANT)
+        return _offset(src, value, what)
+
     for node in src.nodes((ast.Assign, ast.AnnAssign)):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         if len(targets) != 1 or node.value is None or isinstance(targets[0], ast.Tuple):
@@ -63,18 +122,17 @@ def positions(src: Source, owners: Owners, scan: bool) -> list[Found]:
             continue
         if isinstance(node.value, ast.Constant) and node.value.value is None:
             continue
-        found.append(_offset(src, node.value, what))
+        found.append(offset(node.value))
     for call in src.nodes(ast.Call):
         for keyword in call.keywords:  # f(position_ids=positions)
             words = name_parts(keyword.arg or "")
             if words & _POSITION_WORDS and not words & _LIMIT_WORDS and not _none(keyword.value):
-                found.append(_offset(src, keyword.value, what))
+                found.append(offset(keyword.value))
         if not scan or called(call).endswith("_like") or called(call) in ("len", "range", "enumerate", "zip"):
             continue  # full_like(positions, x) reads a shape
         for arg in call.args:  # rotary(positions, ...): a position tensor handed on
-            last = arg.attr if isinstance(arg, ast.Attribute) else arg.id if isinstance(arg, ast.Name) else ""
-            if name_parts(last) & _POSITION_WORDS and not name_parts(last) & _LIMIT_WORDS:
-                found.append(_offset(src, arg, what))
+            if _is_positions(arg):
+                found.append(offset(arg))
     return found
 
 
