@@ -133,6 +133,24 @@ def test_an_offset_rotary_embeddings_cannot_see_is_left_out_with_the_reason(sour
         ]
 
 
+def test_positions_that_fill_a_cache_allocated_beside_them_are_not_offset() -> None:
+    """One past [0, n) in a scratch cache of n slots indexes out of its bounds: proposed, both mutants crashed."""
+    text = (
+        "def full_forward(target, ids):\n    rows, length = ids.shape\n"
+        "    cache = PagedKVCache(layers, rows, length, heads)\n"
+        "    positions = torch.arange(length, device=ids.device).expand(rows, length)\n"
+        "    return target(Inputs(ids, positions), cache)\n"
+    )
+    proposals, refused = scan_text(text, "engine/x.py", (C.POSITIONS,))
+    assert not proposals, [p.changed_line for p in proposals]
+    assert len(refused) == 2 and all("out of its bounds" in r.reason for r in refused), refused
+    # Sized apart from the cache, or arithmetic on the range (left padding): a shifted encoding, proposed.
+    apart = text.replace("PagedKVCache(layers, rows, length, heads)", "PagedKVCache(layers, rows, 2 * length, heads)")
+    assert len(_changed(apart, C.POSITIONS)) == 2
+    padded = text.replace(".expand(rows, length)", "[None] - pads[:, None]")
+    assert len(_changed(padded, C.POSITIONS)) == 2
+
+
 def test_a_loop_that_checks_parameters_versions_is_not_an_acceptance_loop() -> None:
     """`p._version` reads a parameter's version, not a probability p: the loop's break stops a cache-validity
     check (proposed, `continue` there survived with no divergence: the weights never change in a run)."""

@@ -52,13 +52,65 @@ _INSIDE_ROTARY = (
 
 
 def _words(name: str) -> set[str]:
-    """name_parts with CamelCase split too: RotaryEmbedding gives rotary, embedding."""
-    return name_parts(re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name))
+    """name_parts with CamelCase split too: RotaryEmbedding gives rotary, embedding; PagedKVCache paged, kv, cache."""
+    return name_parts(re.sub(r"([a-z0-9])([A-Z])|([A-Z])([A-Z][a-z])", r"\1\3_\2\4", name))
 
 
 def _is_positions(node: ast.AST) -> bool:
     last = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
     return bool(name_parts(last) & _POSITION_WORDS and not name_parts(last) & _LIMIT_WORDS)
+
+
+_OVERFLOW = (
+    "the positions span [0, n) and n sizes a cache allocated in the same function: one past the end can only index "
+    "out of its bounds"
+)
+
+
+def _arange_root(node: ast.AST) -> ast.Call | None:
+    """The `arange` call a value is, through views of it (`arange(n).expand(r, n)`, `arange(n)[None]`); None for
+    arithmetic on it (`arange(n) - pads` is not [0, n) any more)."""
+    while True:
+        if isinstance(node, ast.Call) and called(node) == "arange":
+            return node
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            node = node.func.value
+        elif isinstance(node, ast.Subscript):
+            node = node.value
+        else:
+            return None
+
+
+def _overflowing(src: Source) -> set[int]:
+    """The ids of position values that fill a buffer allocated beside them exactly (`positions = arange(n)` next to
+    `Cache(..., n, ...)`), and of the names they are read through: `+ 1` there is a crash, not a shifted encoding."""
+    refused: set[int] = set()
+    for function in src.nodes((ast.FunctionDef, ast.AsyncFunctionDef)):
+        sizes = {
+            src.source(arg)
+            for call in ast.walk(function)
+            if isinstance(call, ast.Call) and _words(called(call)) & _CACHE_WORDS
+            for arg in call.args
+        }
+        names: set[str] = set()
+        for node in ast.walk(function):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+                continue
+            call = _arange_root(node.value)
+            if call is None or not call.args:
+                continue
+            start = call.args[0] if len(call.args) > 1 else None
+            if start is not None and not (isinstance(start, ast.Constant) and start.value == 0):
+                continue
+            if src.source(call.args[1 if start is not None else 0]) in sizes:
+                refused.add(id(node.value))
+                names.add(node.targets[0].id)
+        refused |= {
+            id(n)
+            for n in ast.walk(function)
+            if isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load)
+        }
+    return refused
 
 
 def _rotary_calls(src: Source) -> list[ast.Call]:
@@ -98,6 +150,7 @@ def positions(src: Source, owners: Owners, scan: bool) -> list[Found]:
     found: list[Found] = []
     what = "Position ids start one past where they should: every token is encoded as if it came one later."
     inside = _inside_rotary(src) if scan else set()
+    overflowing = _overflowing(src) if scan else set()
     rotary = _rotary_calls(src) if scan else []
     # The file's one rotary call: an offset on what it is handed cancels (see the module docstring).
     invariant = (
@@ -109,6 +162,8 @@ def positions(src: Source, owners: Owners, scan: bool) -> list[Found]:
             return Refusal(BugClass.POSITIONS, value, _INSIDE_ROTARY)
         if id(value) in invariant:
             return Refusal(BugClass.POSITIONS, value, _SHIFT_INVARIANT)
+        if id(value) in overflowing:
+            return Refusal(BugClass.POSITIONS, value, _OVERFLOW)
         return _offset(src, value, what)
 
     for node in src.nodes((ast.Assign, ast.AnnAssign)):
