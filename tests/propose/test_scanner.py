@@ -151,6 +151,18 @@ def test_positions_that_fill_a_cache_allocated_beside_them_are_not_offset() -> N
     assert len(_changed(padded, C.POSITIONS)) == 2
 
 
+def test_a_validity_test_beside_a_causal_flag_keeps_its_strictness() -> None:
+    """`k_pos < lens` ANDed with causality: the key at the length is past every query, which causality hides
+    already (proposed, `<=` survived with no divergence). Without the flag the same flip is proposed."""
+    text = "mask = attention_mask(q_pos, k_pos, k_pos < seq_lens[:, None], is_causal=True, window=None)\n"
+    proposals, refused = scan_text(text, "engine/x.py", (C.MASK,))
+    # The flag itself forced off is still a bug to propose; the validity test's strictness is not.
+    assert [p.changed_line for p in proposals] == [text.strip().replace("is_causal=True", "is_causal=False")]
+    assert any("is_causal=True" in r.reason for r in refused), refused
+    flagged = text.replace("is_causal=True", "is_causal=layer.is_causal")
+    assert flagged.strip().replace("k_pos < seq_lens", "k_pos <= seq_lens") in _changed(flagged, C.MASK)
+
+
 def test_a_loop_that_checks_parameters_versions_is_not_an_acceptance_loop() -> None:
     """`p._version` reads a parameter's version, not a probability p: the loop's break stops a cache-validity
     check (proposed, `continue` there survived with no divergence: the weights never change in a run)."""

@@ -286,6 +286,28 @@ def cache(src: Source, owners: Owners, scan: bool) -> list[Found]:
     return found
 
 
+_LENGTH_WORDS = {"len", "lens", "length", "lengths", "seq", "seqlens"}
+_REDUNDANT_WITH_CAUSAL = (
+    "the comparison is handed to a mask built with is_causal=True: causality already hides every key past its "
+    "query, and a key at the boundary of a validity test is past every query, so its strictness cannot show"
+)
+
+
+def _beside_a_causal_flag(src: Source, value: ast.AST) -> set[int]:
+    """The ids of comparisons against a length handed, as arguments, to a call that also says is_causal=True (a
+    validity mask ANDed with the causal one: `mask(q_pos, k_pos, k_pos < lens, is_causal=True)`)."""
+    ids: set[int] = set()
+    for call in (n for n in ast.walk(value) if isinstance(n, ast.Call)):
+        flag = next((k.value for k in call.keywords if k.arg == "is_causal"), None)
+        if isinstance(flag, ast.Constant) and flag.value is True:
+            ids |= {
+                id(a)
+                for a in [*call.args, *(k.value for k in call.keywords)]
+                if isinstance(a, ast.Compare) and name_parts(src.source(a)) & _LENGTH_WORDS
+            }
+    return ids
+
+
 def mask(src: Source, owners: Owners, scan: bool) -> list[Found]:
     found: list[Found] = []
     for call in src.nodes(ast.Call):
@@ -318,7 +340,11 @@ def mask(src: Source, owners: Owners, scan: bool) -> list[Found]:
             what = "The causal flag is inverted: causal layers attend ahead and non-causal ones do not."
             found.append(Edit(BugClass.MASK, node.value, f"not {src.atom(node.value)}", what))
             continue
+        causal = _beside_a_causal_flag(src, node.value) if scan else set()
         for compare in [n for n in ast.walk(node.value) if isinstance(n, ast.Compare) and len(n.ops) == 1]:
+            if id(compare) in causal:
+                found.append(Refusal(BugClass.MASK, compare, _REDUNDANT_WITH_CAUSAL))
+                continue
             flipped = {ast.Lt: "<=", ast.LtE: "<", ast.Gt: ">=", ast.GtE: ">"}.get(type(compare.ops[0]))
             if flipped:
                 text = f"{src.source(compare.left)} {flipped} {src.source(compare.comparators[0])}"
