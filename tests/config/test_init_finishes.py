@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from verify.cli import app
@@ -108,3 +109,68 @@ def test_init_without_proposals_offers_the_command(tmp_path) -> None:
     assert done.exit_code == 0, done.output
     assert "dflash mutations propose" in done.output and not (root / "proposed_mutations.py").exists()
     assert "reported survived until gates that call your code are written" in done.output
+
+
+OBSERVER = (
+    "from spec.accept import scale\n\n\nclass Observer:\n    workloads: tuple[str, ...] = ('one',)\n\n"
+    "    def run(self, workload, emit):\n        positions = scale(2, 3)\n"
+    "        emit(-1, -1, 'positions', positions)\n\n\ndef make_observer():\n    return Observer()\n"
+)
+
+
+def test_init_does_not_propose_mutations_of_the_observer_module(tmp_path) -> None:
+    """An observer (`verify explain`'s protocol) drives the engine; a proposal there mutates the instrument. Init
+    writes the table fresh, so no `observe` names it yet: it is known by its shape."""
+    root = _write(tmp_path, {"spec/__init__.py": "", "spec/accept.py": ACCEPT, "spec/observe.py": OBSERVER})
+    done = CliRunner().invoke(app, ["init", "--project", str(root), "--no-check"])
+    assert done.exit_code == 0, done.output
+    mutations = load_mutations(load_config(root))
+    assert mutations and all(m.file != "spec/observe.py" for m in mutations.values())
+    # The same assignment outside an observer class is proposed (the rule fires on it).
+    plain = _write(tmp_path / "plain", {"spec/__init__.py": "", "spec/accept.py": ACCEPT,
+                                        "spec/observe.py": OBSERVER.replace("workloads", "names")})  # fmt: skip
+    done = CliRunner().invoke(app, ["init", "--project", str(plain), "--no-check"])
+    assert done.exit_code == 0, done.output
+    assert any(m.file == "spec/observe.py" for m in load_mutations(load_config(plain)).values())
+
+
+@pytest.mark.parametrize(
+    ("files", "function"),
+    [
+        pytest.param(
+            {
+                "spec/accept.py": "def accept(p, q):\n    return p, q\n\n\ndef scale(x, k):\n    return x * k\n",
+                "spec/engine.py": "from spec.accept import accept\n\n\ndef step(p, q):\n    a, b = accept(p, q)\n"
+                "    return a\n",
+            },
+            "scale",
+            id="a tuple returned",
+        ),  # fmt: skip
+        pytest.param(
+            {
+                "spec/accept.py": "def accept(p, q):\n    return pair(p, q)\n\n\ndef scale(x, k):\n    return x * k\n",
+                "tests/test_accept.py": "from spec.accept import accept\n\n\ndef test_accept():\n"
+                "    a, b = accept(1, 2)\n",
+            },
+            "scale",
+            id="unpacked by a test",
+        ),  # fmt: skip
+        pytest.param(
+            {
+                "spec/accept.py": "def rows(n):\n    return list(range(n))\n\n\ndef scale(x, k):\n    return x * k\n",
+                "spec/engine.py": "from spec.accept import rows\n\n\ndef total(n):\n"
+                "    return sum(r for r in rows(n))\n",
+            },
+            "scale",
+            id="iterated",
+        ),  # fmt: skip
+        pytest.param({"spec/accept.py": "def accept(p, q):\n    return p, q\n"}, "accept", id="nothing else: any"),
+    ],
+)
+def test_the_example_mutation_is_not_a_result_its_callers_take_apart(tmp_path, files, function) -> None:
+    """`return None` in a function whose result is unpacked (`a, b = accept(...)`) or iterated only crashes the
+    caller with a TypeError (reported crashed): the example is put where a gate can catch a wrong value."""
+    scaffold = detect(_write(tmp_path, {"spec/__init__.py": "", **files}))
+    assert scaffold.function == function and scaffold.replacement == "return None"
+    if function == "scale":
+        assert scaffold.anchor == "return x * k"

@@ -53,7 +53,12 @@ def _changed(text: str, bug_class: BugClass) -> list[str]:
         ),
         (C.POSITIONS, "positions = torch.arange(start, end)\n", "positions = torch.arange(start, end) + 1"),
         (C.POSITIONS, "out = model(ids, position_ids=positions)\n", "out = model(ids, position_ids=positions + 1)"),
-        (C.POSITIONS, "cos, sin = rotary(positions, dtype)\n", "cos, sin = rotary(positions + 1, dtype)"),
+        # Queries and keys rotated by two calls: an offset on one side moves every query-key distance.
+        (
+            C.POSITIONS,
+            "q = rope(q, q_positions)\nk = rope(k, key_positions)\n",
+            "q = rope(q, q_positions + 1)",
+        ),
         (C.POSITIONS, "self._offsets = torch.arange(block)\n", "self._offsets = torch.arange(block) + 1"),
         (C.CACHE, "cache.crop(num_committed)\n", "cache.crop(num_committed + 1)"),
         (C.CACHE, "self.keys = self.keys[:, :, :length]\n", "self.keys = self.keys[:, :, :length + 1]"),
@@ -96,6 +101,78 @@ def test_each_spelling_is_found_and_rewritten(bug_class: BugClass, source: str, 
 def test_what_could_only_crash_is_left_out_with_the_reason(bug_class: BugClass, source: str, reason: str) -> None:
     proposals, refused = scan_text(source, "engine/x.py", (bug_class,))
     assert not proposals and any(reason in r.reason for r in refused), refused
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # The file's one rotary call rotates queries and keys (and the keys it caches) alike.
+        "def forward(self, h, positions, cache):\n    cos, sin = self.rotary(positions, h.dtype)\n"
+        "    q, k = rotate(self.q(h), cos, sin), rotate(self.k(h), cos, sin)\n    return attend(q, cache.write(k))\n",
+        "def forward(self, x, position_ids):\n    cos, sin = self.rotary_emb(x, position_ids=position_ids)\n"
+        "    return apply(x, cos, sin)\n",
+        # Inside the rotary embedding's own code (its cache's edge branches, its bound).
+        "class RotaryEmbedding:\n    def forward(self, positions, dtype):\n        if not positions.numel():\n"
+        "            return self.angles(positions, dtype)\n        low, high = torch.aminmax(positions)\n"
+        "        if low < 0:\n            return self.angles(positions, dtype)\n        return self.table[positions]\n",
+    ],
+    ids=["one-rotary-call", "one-rotary-call-keyword", "inside-rotary"],
+)
+def test_an_offset_rotary_embeddings_cannot_see_is_left_out_with_the_reason(source: str) -> None:
+    """RoPE's scores depend on a query's position minus a key's: an offset added to every position one rotary call
+    rotates cancels. Proposed, these mutants survived with no divergence (equivalent)."""
+    proposals, refused = scan_text(source, "engine/x.py", (C.POSITIONS,))
+    assert not proposals, [p.changed_line for p in proposals]
+    assert refused and all("RoPE's scores see only" in r.reason for r in refused), refused
+    # Positions that also feed something else (cache slots, a mask) are still proposed where that use is.
+    also = source.replace("def forward(self, h, positions, cache):\n", "def forward(self, h, positions, cache):\n"
+                          "    slots = cache.slots(positions)\n")  # fmt: skip
+    if also != source:
+        assert [p.changed_line for p in scan_text(also, "engine/x.py", (C.POSITIONS,))[0]] == [
+            "slots = cache.slots(positions + 1)"
+        ]
+
+
+def test_positions_that_fill_a_cache_allocated_beside_them_are_not_offset() -> None:
+    """One past [0, n) in a scratch cache of n slots indexes out of its bounds: proposed, both mutants crashed."""
+    text = (
+        "def full_forward(target, ids):\n    rows, length = ids.shape\n"
+        "    cache = PagedKVCache(layers, rows, length, heads)\n"
+        "    positions = torch.arange(length, device=ids.device).expand(rows, length)\n"
+        "    return target(Inputs(ids, positions), cache)\n"
+    )
+    proposals, refused = scan_text(text, "engine/x.py", (C.POSITIONS,))
+    assert not proposals, [p.changed_line for p in proposals]
+    assert len(refused) == 2 and all("out of its bounds" in r.reason for r in refused), refused
+    # Sized apart from the cache, or arithmetic on the range (left padding): a shifted encoding, proposed.
+    apart = text.replace("PagedKVCache(layers, rows, length, heads)", "PagedKVCache(layers, rows, 2 * length, heads)")
+    assert len(_changed(apart, C.POSITIONS)) == 2
+    padded = text.replace(".expand(rows, length)", "[None] - pads[:, None]")
+    assert len(_changed(padded, C.POSITIONS)) == 2
+
+
+def test_a_validity_test_beside_a_causal_flag_keeps_its_strictness() -> None:
+    """`k_pos < lens` ANDed with causality: the key at the length is past every query, which causality hides
+    already (proposed, `<=` survived with no divergence). Without the flag the same flip is proposed."""
+    text = "mask = attention_mask(q_pos, k_pos, k_pos < seq_lens[:, None], is_causal=True, window=None)\n"
+    proposals, refused = scan_text(text, "engine/x.py", (C.MASK,))
+    # The flag itself forced off is still a bug to propose; the validity test's strictness is not.
+    assert [p.changed_line for p in proposals] == [text.strip().replace("is_causal=True", "is_causal=False")]
+    assert any("is_causal=True" in r.reason for r in refused), refused
+    flagged = text.replace("is_causal=True", "is_causal=layer.is_causal")
+    assert flagged.strip().replace("k_pos < seq_lens", "k_pos <= seq_lens") in _changed(flagged, C.MASK)
+
+
+def test_a_loop_that_checks_parameters_versions_is_not_an_acceptance_loop() -> None:
+    """`p._version` reads a parameter's version, not a probability p: the loop's break stops a cache-validity
+    check (proposed, `continue` there survived with no divergence: the weights never change in a run)."""
+    text = (
+        "def get(self):\n    for p, (ptr, version) in zip(self._params, self._key):\n"
+        "        if p._version != version or p.data_ptr() != ptr:\n            break\n    else:\n"
+        "        return self._stacked\n    return self._stack()\n"
+    )
+    assert _changed(text, C.ACCEPTANCE) == []
+    assert _changed(text.replace("p._version != version", "u > p[0] / q[0]"), C.ACCEPTANCE) == ["continue"]
 
 
 def test_a_residual_drawn_by_multinomial_keeps_its_clamp() -> None:

@@ -8,6 +8,7 @@ creates files that do not exist yet. Knows nothing of pytest runs, forking or re
 from __future__ import annotations
 
 import ast
+import itertools
 import json
 import re
 from dataclasses import dataclass
@@ -159,9 +160,53 @@ def _layout(root: Path) -> tuple[str, tuple[str, ...], list[Path]]:
     )
 
 
-def _example_return(path: Path) -> tuple[str, str, str] | None:
+def _project_files(root: Path) -> list[Path]:
+    """The project's own Python files (source and tests): hidden folders, virtual environments and installed
+    packages left out."""
+    skip = {"site-packages", "node_modules", "__pycache__", "build", "dist"}
+    found = []
+    for path in root.rglob("*.py"):
+        folders = path.relative_to(root).parts[:-1]
+        if any(p.startswith(".") or p in skip for p in folders):
+            continue
+        if any((root.joinpath(*folders[: i + 1]) / "pyvenv.cfg").exists() for i in range(len(folders))):
+            continue
+        found.append(path)
+    return found
+
+
+def _called_name(node: ast.AST) -> str:
+    """`f` for f(...) and obj.f(...), through an `await`; "" for anything else."""
+    node = node.value if isinstance(node, ast.Await) else node
+    if not isinstance(node, ast.Call):
+        return ""
+    return node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+
+
+def _taken_apart(files: list[Path]) -> set[str]:
+    """The names of functions whose result some caller unpacks (`a, b = f(x)`) or iterates (`for x in f(x)`): an
+    example that makes such a function return None would only crash its callers (a TypeError, reported crashed),
+    never show a gate catching a wrong value."""
+    names: set[str] = set()
+    for path in files:
+        try:
+            tree = ast.parse(path.read_text(errors="replace"))
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Tuple | ast.List) for t in node.targets):
+                names.add(_called_name(node.value))
+            elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
+                names.add(_called_name(node.iter))
+            elif isinstance(node, ast.Starred):
+                names.add(_called_name(node.value))
+    return names - {""}
+
+
+def _example_return(path: Path, avoid: set[str] | None) -> tuple[str, str, str] | None:
     """(function, anchor, replacement) for the first single-line `return <value>` whose text occurs exactly once
-    in the file, or None."""
+    in the file, or None. With `avoid`, a function named there (its result is taken apart) and a return of a
+    tuple (`return a, b`: a result made to be taken apart) are passed over."""
     text = path.read_text()
     try:
         tree = ast.parse(text)
@@ -171,10 +216,14 @@ def _example_return(path: Path) -> tuple[str, str, str] | None:
     for node in ast.walk(tree):
         if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
+        if avoid is not None and node.name in avoid:
+            continue
         for statement in ast.walk(node):
             if not isinstance(statement, ast.Return) or statement.value is None:
                 continue
             if isinstance(statement.value, ast.Constant) and statement.value.value is None:
+                continue
+            if avoid is not None and isinstance(statement.value, ast.Tuple):
                 continue
             if statement.lineno != statement.end_lineno:
                 continue
@@ -197,8 +246,11 @@ def detect(root: Path) -> Scaffold:
             raise ScaffoldError(f"{pyproject} already has [tool.dflash]; edit it, or remove it to start over")
     layout, roots, candidates = _layout(root)
     candidates.sort(key=lambda p: p.name == "__init__.py")  # a module's code before package glue
-    for path in candidates:
-        found = _example_return(path)
+    # A function whose result nobody takes apart first; failing that, any (the example must exist to be replaced).
+    avoid = _taken_apart(_project_files(root))
+    sites = ((path, _example_return(path, avoid)) for path in candidates)
+    fallback = ((path, _example_return(path, None)) for path in candidates)
+    for path, found in itertools.chain(sites, fallback):
         if found is None:
             continue
         rel = PurePosixPath(path.relative_to(root).as_posix())

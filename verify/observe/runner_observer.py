@@ -1,16 +1,15 @@
 """The embedded runner's observer: the fixture workloads, run step by step with every observable recorded.
 
-Workloads, on each shipped pair (DFlash and DFlash2, the copy and the stride languages): one request alone
-(greedy), a batch with more requests than rows on 4-slot pages (joins, finishes, row compaction), and a seeded
-sampled batch (temperature, top-p and top-k); on a few pairs the dense draft path, a draft config with its
-output multiplier and soft-cap set, and the engine's edges (budgets and stop tokens inside a block, a prefill
-token that ends a request, plain decoding, aborts, a corrupted store fed to the position invariant);
-on every pair, a stop id, an eos id and a budget each landing strictly inside an accepted block (a token
-with accepted tokens after it in the same step, so a scan that no longer cuts there shows); and the
-refusals (`refusals.py`). It implements the observer protocol of `verify.observe.protocol`, as a
-user's engine would. Imports the runner only when run, from wherever the import system serves it (the private
-copy, mutated or not); knows nothing of mutations or comparisons.
-"""
+Workloads, on each shipped pair (DFlash and DFlash2, the copy and the stride languages): one request alone (greedy),
+a batch with more requests than rows on 4-slot pages (joins, finishes, row compaction), and a seeded sampled batch
+(temperature, top-p and top-k); on a few pairs the dense draft path, a draft config with its output multiplier and
+soft-cap set, a draft with a sliding-window layer (paged and dense), and the engine's edges (budgets and stop tokens
+inside a block, a prefill token that ends a request, plain decoding, aborts, a corrupted store fed to the position
+invariant); on every pair, a stop id, an eos id and a budget each landing strictly inside an accepted block (a token
+with accepted tokens after it in the same step, so a scan that no longer cuts there shows); and the refusals
+(`refusals.py`). It implements the observer protocol of `verify.observe.protocol`, as a user's engine would. Imports
+the runner only when run, from wherever the import system serves it (the private copy, mutated or not); knows
+nothing of mutations or comparisons."""
 
 from __future__ import annotations
 
@@ -89,6 +88,8 @@ class RunnerObserver:
         for pair in ("copy-dflash2", "stride-dflash"):
             self._runs[f"{pair}: dense batch greedy"] = functools.partial(self._batch, pair, dense=True)
         self._runs["stride-dflash: scaled and capped draft"] = self._scaled
+        self._runs["stride-dflash: windowed draft"] = functools.partial(self._windowed, dense=False)
+        self._runs["stride-dflash: windowed dense draft"] = functools.partial(self._windowed, dense=True)
         self._runs["stride-dflash: edges"] = self._edges
         self._runs["stride-dflash: lifecycle"] = self._lifecycle
         self._runs["stride-dflash: invariant"] = self._invariant
@@ -200,6 +201,22 @@ class RunnerObserver:
             config.write_text(json.dumps(cfg))
             params = [self._greedy(12), SamplingParams(max_tokens=12, temperature=0.9, seed=5)]
             self._drive(self._engine(folder), _prompts("stride-dflash")[:2], params, emit)
+
+    def _windowed(self, emit: Any, *, dense: bool) -> None:
+        """A draft whose first layer is a sliding window of 2, not causal. The shipped drafts' layers are full and
+        not causal, where the draft's mask reads no position at all: here the window's two comparisons and the
+        query and key positions the mask is handed (paged and dense) decide what each block token sees."""
+        from verify.observe.refusals import scratch
+
+        with scratch("dflash-observe-windowed") as tmp:
+            folder = tmp / "fx"
+            shutil.copytree(_fixtures() / "stride-dflash", folder)
+            config = folder / "draft" / "config.json"
+            cfg = json.loads(config.read_text())
+            cfg.update(layer_types=["sliding_attention", "full_attention"], sliding_window=2, is_causal=False)
+            config.write_text(json.dumps(cfg))
+            engine = self._engine(folder, max_num_seqs=3, page_size=4, draft_attention="dense" if dense else "paged")
+            self._drive(engine, _prompts("stride-dflash")[1:4], [self._greedy(n) for n in (12, 9, 14)], emit)
 
     def _edges(self, emit: Any) -> None:
         """Budgets and stop tokens ending inside a block, a prefill token that ends its request, and plain

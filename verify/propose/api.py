@@ -4,6 +4,7 @@ and write those that pass as a catalog module. Returns a `ProposalRun`; never pr
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,9 +33,34 @@ class ProposalRun:
     by_class: dict[str, int] = field(default_factory=dict)
 
 
+def _is_observer(text: str) -> bool:
+    """The module defines an observer of `verify explain`'s protocol: a class with `workloads` in its body and a
+    `run(self, workload, emit)` method. Such a module drives the engine and records it; mutating it breaks the
+    instrument, not the engine. Read by shape, because `dflash init` scans before any `observe` is configured."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return False
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        names = {
+            t.id
+            for s in node.body
+            if isinstance(s, ast.Assign | ast.AnnAssign)
+            for t in (s.targets if isinstance(s, ast.Assign) else [s.target])
+            if isinstance(t, ast.Name)
+        }
+        runs = [s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "run" and len(s.args.args) == 3]
+        if "workloads" in names and runs:
+            return True
+    return False
+
+
 def source_files(config: ProjectConfig) -> list[str]:
     """The Python files under the source roots (posix, relative to the root), tests and hidden folders left out, and
-    the observer's module (`[tool.dflash] observe`): it drives the engine for `verify explain`, it is not the engine."""
+    the observer's module (`[tool.dflash] observe`, or any module that defines a class of the observer protocol):
+    it drives the engine for `verify explain`, it is not the engine."""
     observer = config.observe.partition(":")[0]
     found: set[str] = set()
     for rel in config.source_roots:
@@ -47,7 +73,9 @@ def source_files(config: ProjectConfig) -> list[str]:
             if file.name.startswith("test_") or file.name == "conftest.py":
                 continue
             rel = file.relative_to(config.root).as_posix()
-            if not observer or module_name(rel, config.root, config.import_paths) != observer:
+            if observer and module_name(rel, config.root, config.import_paths) == observer:
+                continue
+            if not _is_observer(file.read_text(errors="replace")):
                 found.add(rel)
     return sorted(found)
 

@@ -4,12 +4,16 @@ comparison's strictness).
 
 As in `sampling_rules`, `scan` asks for the class's context (a name about positions, the cache, a mask), which a
 template's anchor does not need. A `+ 1` that could only crash (a tuple plus one) and a slice end counted from the
-back (`[:-k]`, where `+ 1` empties the slice at k = 1) are refused with the reason. Knows `ast`; nothing of files.
+back (`[:-k]`, where `+ 1` empties the slice at k = 1) are refused with the reason. So is a constant offset that
+rotary embeddings cannot see: RoPE's attention scores depend on a query's position minus a key's, so one offset
+added to every position the file's one rotary call rotates (queries and keys alike, the cached keys written by
+that same call) cancels, as does one inside the rotary embedding's own code. Knows `ast`; nothing of files.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 
 from verify.propose.edit import (
     BugClass,
@@ -36,6 +40,99 @@ _LIMIT_WORDS = {"max", "min", "num", "embeddings", "limit", "size", "count"}
 _CACHE_WORDS = {"cache", "kv", "past", "pending", "store", "keys", "values", "k_cache", "v_cache", "crop"}
 _MASK_WORDS = {"mask", "masks", "valid", "visible", "allowed", "causal", "attend"}
 _CROPS = ("crop", "truncate", "trim")
+_ROTARY_WORDS = {"rotary", "rope"}
+_SHIFT_INVARIANT = (
+    "the positions feed the file's one rotary embedding call, which rotates queries and keys alike (and the keys "
+    "it caches): RoPE's scores see only a query's position minus a key's, so a constant offset cancels"
+)
+_INSIDE_ROTARY = (
+    "inside the rotary embedding's own code an offset moves every angle it computes alike, for queries and keys: "
+    "RoPE's scores see only position differences, so a constant offset cancels"
+)
+
+
+def _words(name: str) -> set[str]:
+    """name_parts with CamelCase split too: RotaryEmbedding gives rotary, embedding; PagedKVCache paged, kv, cache."""
+    return name_parts(re.sub(r"([a-z0-9])([A-Z])|([A-Z])([A-Z][a-z])", r"\1\3_\2\4", name))
+
+
+def _is_positions(node: ast.AST) -> bool:
+    last = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return bool(name_parts(last) & _POSITION_WORDS and not name_parts(last) & _LIMIT_WORDS)
+
+
+_OVERFLOW = (
+    "the positions span [0, n) and n sizes a cache allocated in the same function: one past the end can only index "
+    "out of its bounds"
+)
+
+
+def _arange_root(node: ast.AST) -> ast.Call | None:
+    """The `arange` call a value is, through views of it (`arange(n).expand(r, n)`, `arange(n)[None]`); None for
+    arithmetic on it (`arange(n) - pads` is not [0, n) any more)."""
+    while True:
+        if isinstance(node, ast.Call) and called(node) == "arange":
+            return node
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            node = node.func.value
+        elif isinstance(node, ast.Subscript):
+            node = node.value
+        else:
+            return None
+
+
+def _overflowing(src: Source) -> set[int]:
+    """The ids of position values that fill a buffer allocated beside them exactly (`positions = arange(n)` next to
+    `Cache(..., n, ...)`), and of the names they are read through: `+ 1` there is a crash, not a shifted encoding."""
+    refused: set[int] = set()
+    for function in src.nodes((ast.FunctionDef, ast.AsyncFunctionDef)):
+        sizes = {
+            src.source(arg)
+            for call in ast.walk(function)
+            if isinstance(call, ast.Call) and _words(called(call)) & _CACHE_WORDS
+            for arg in call.args
+        }
+        names: set[str] = set()
+        for node in ast.walk(function):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+                continue
+            call = _arange_root(node.value)
+            if call is None or not call.args:
+                continue
+            start = call.args[0] if len(call.args) > 1 else None
+            if start is not None and not (isinstance(start, ast.Constant) and start.value == 0):
+                continue
+            if src.source(call.args[1 if start is not None else 0]) in sizes:
+                refused.add(id(node.value))
+                names.add(node.targets[0].id)
+        refused |= {
+            id(n)
+            for n in ast.walk(function)
+            if isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load)
+        }
+    return refused
+
+
+def _rotary_calls(src: Source) -> list[ast.Call]:
+    """Calls of a rotary embedding handed positions: rotary(positions, ...), self.rotary_emb(x, position_ids=p)."""
+    return [
+        call
+        for call in src.nodes(ast.Call)
+        if _words(called(call)) & _ROTARY_WORDS
+        and (
+            any(_is_positions(a) for a in call.args)
+            or any(_words(k.arg or "") & _POSITION_WORDS for k in call.keywords)
+        )
+    ]
+
+
+def _inside_rotary(src: Source) -> set[int]:
+    """The ids of the nodes inside a class or function whose name says it is a rotary embedding."""
+    inside: set[int] = set()
+    for scope in src.nodes((ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+        if _words(scope.name) & _ROTARY_WORDS:
+            inside |= {id(n) for n in ast.walk(scope)}
+    return inside
 
 
 def _has_arange(node: ast.AST) -> bool:
@@ -52,6 +149,23 @@ def _offset(src: Source, value: ast.AST, what: str) -> Found:
 def positions(src: Source, owners: Owners, scan: bool) -> list[Found]:
     found: list[Found] = []
     what = "Position ids start one past where they should: every token is encoded as if it came one later."
+    inside = _inside_rotary(src) if scan else set()
+    overflowing = _overflowing(src) if scan else set()
+    rotary = _rotary_calls(src) if scan else []
+    # The file's one rotary call: an offset on what it is handed cancels (see the module docstring).
+    invariant = (
+        {id(n) for n in [*rotary[0].args, *(k.value for k in rotary[0].keywords)]} if len(rotary) == 1 else set()
+    )
+
+    def offset(value: ast.AST) -> Found:
+        if id(value) in inside:
+            return Refusal(BugClass.POSITIONS, value, _INSIDE_ROTARY)
+        if id(value) in invariant:
+            return Refusal(BugClass.POSITIONS, value, _SHIFT_INVARIANT)
+        if id(value) in overflowing:
+            return Refusal(BugClass.POSITIONS, value, _OVERFLOW)
+        return _offset(src, value, what)
+
     for node in src.nodes((ast.Assign, ast.AnnAssign)):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         if len(targets) != 1 or node.value is None or isinstance(targets[0], ast.Tuple):
@@ -63,18 +177,17 @@ def positions(src: Source, owners: Owners, scan: bool) -> list[Found]:
             continue
         if isinstance(node.value, ast.Constant) and node.value.value is None:
             continue
-        found.append(_offset(src, node.value, what))
+        found.append(offset(node.value))
     for call in src.nodes(ast.Call):
         for keyword in call.keywords:  # f(position_ids=positions)
             words = name_parts(keyword.arg or "")
             if words & _POSITION_WORDS and not words & _LIMIT_WORDS and not _none(keyword.value):
-                found.append(_offset(src, keyword.value, what))
+                found.append(offset(keyword.value))
         if not scan or called(call).endswith("_like") or called(call) in ("len", "range", "enumerate", "zip"):
             continue  # full_like(positions, x) reads a shape
         for arg in call.args:  # rotary(positions, ...): a position tensor handed on
-            last = arg.attr if isinstance(arg, ast.Attribute) else arg.id if isinstance(arg, ast.Name) else ""
-            if name_parts(last) & _POSITION_WORDS and not name_parts(last) & _LIMIT_WORDS:
-                found.append(_offset(src, arg, what))
+            if _is_positions(arg):
+                found.append(offset(arg))
     return found
 
 
@@ -173,6 +286,28 @@ def cache(src: Source, owners: Owners, scan: bool) -> list[Found]:
     return found
 
 
+_LENGTH_WORDS = {"len", "lens", "length", "lengths", "seq", "seqlens"}
+_REDUNDANT_WITH_CAUSAL = (
+    "the comparison is handed to a mask built with is_causal=True: causality already hides every key past its "
+    "query, and a key at the boundary of a validity test is past every query, so its strictness cannot show"
+)
+
+
+def _beside_a_causal_flag(src: Source, value: ast.AST) -> set[int]:
+    """The ids of comparisons against a length handed, as arguments, to a call that also says is_causal=True (a
+    validity mask ANDed with the causal one: `mask(q_pos, k_pos, k_pos < lens, is_causal=True)`)."""
+    ids: set[int] = set()
+    for call in (n for n in ast.walk(value) if isinstance(n, ast.Call)):
+        flag = next((k.value for k in call.keywords if k.arg == "is_causal"), None)
+        if isinstance(flag, ast.Constant) and flag.value is True:
+            ids |= {
+                id(a)
+                for a in [*call.args, *(k.value for k in call.keywords)]
+                if isinstance(a, ast.Compare) and name_parts(src.source(a)) & _LENGTH_WORDS
+            }
+    return ids
+
+
 def mask(src: Source, owners: Owners, scan: bool) -> list[Found]:
     found: list[Found] = []
     for call in src.nodes(ast.Call):
@@ -205,7 +340,11 @@ def mask(src: Source, owners: Owners, scan: bool) -> list[Found]:
             what = "The causal flag is inverted: causal layers attend ahead and non-causal ones do not."
             found.append(Edit(BugClass.MASK, node.value, f"not {src.atom(node.value)}", what))
             continue
+        causal = _beside_a_causal_flag(src, node.value) if scan else set()
         for compare in [n for n in ast.walk(node.value) if isinstance(n, ast.Compare) and len(n.ops) == 1]:
+            if id(compare) in causal:
+                found.append(Refusal(BugClass.MASK, compare, _REDUNDANT_WITH_CAUSAL))
+                continue
             flipped = {ast.Lt: "<=", ast.LtE: "<", ast.Gt: ">=", ast.GtE: ">"}.get(type(compare.ops[0]))
             if flipped:
                 text = f"{src.source(compare.left)} {flipped} {src.source(compare.comparators[0])}"

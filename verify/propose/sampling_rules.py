@@ -222,12 +222,26 @@ def _ends_a_run(src: Source, loop: ast.For | ast.While, brk: ast.Break) -> bool:
         return False
     for compare in (n for n in ast.walk(guard.test) if isinstance(n, ast.Compare)):
         words = name_parts(src.source(compare))
-        if words & _GUARD_WORDS:
+        if _value_words(compare) & _GUARD_WORDS:
             return True
         tokens = any(isinstance(op, ast.NotEq | ast.Eq) for op in compare.ops)
         if tokens and words & _RUN_WORDS and not any(isinstance(n, ast.Constant) for n in compare.comparators):
             return True
     return False
+
+
+def _value_words(node: ast.AST) -> set[str]:
+    """The words of the values a comparison reads: names and attributes, but not a name read only for one of its
+    attributes. `p._version != version` reads a version (p is a parameter whose version is checked), not a
+    probability p; `u > p[i] / q[i]` reads u, p and q."""
+    bases = {id(n.value) for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+    words: set[str] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and id(n) not in bases:
+            words |= name_parts(n.id)
+        elif isinstance(n, ast.Attribute):
+            words |= name_parts(n.attr)
+    return words
 
 
 def _innermost_loop(loop: ast.AST, target: ast.AST) -> bool:
