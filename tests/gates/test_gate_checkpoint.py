@@ -4,6 +4,7 @@ is built. Works on private copies of the shipped fixture; the fixture itself is 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -14,6 +15,7 @@ from gatekit import FIXTURE, assert_refused, greedy, make_engine
 from safetensors.torch import load_file, save_file
 
 from runner import CheckpointError, ConfigMismatchError, Engine
+from runner.config import DraftConfig
 from runner.loader import load_draft, load_target, save_draft, save_target
 
 pytestmark = pytest.mark.gate
@@ -40,6 +42,18 @@ def test_round_trip_is_exact(tmp_path: Path, prompts: list[list[int]]) -> None:
     b = make_engine().generate(prompts[:2], greedy())
     assert [o.token_ids for o in a] == [o.token_ids for o in b]
     assert [o.acceptance_lengths for o in a] == [o.acceptance_lengths for o in b]
+
+
+@pytest.mark.parametrize("is_causal", [True, False, None])
+@pytest.mark.parametrize("sliding_window", [None, 2])
+def test_draft_config_survives_its_own_json(is_causal: bool | None, sliding_window: int | None) -> None:
+    # The shipped draft sets neither flag, so a checkpoint written with an explicit mask choice is the only
+    # place an inverted or dropped `is_causal` / `sliding_window` would show: it would load as another model.
+    shipped = DraftConfig.from_dict(json.loads((FIXTURE / "draft" / "config.json").read_text()))
+    config = dataclasses.replace(shipped, is_causal=is_causal, sliding_window=sliding_window)
+    written = json.loads(json.dumps(config.to_dict()))
+    assert written.get("is_causal") == is_causal
+    assert DraftConfig.from_dict(written) == config
 
 
 def _edit_config(folder: Path, **changes: object) -> None:
