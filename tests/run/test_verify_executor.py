@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import time
 
@@ -20,6 +21,7 @@ from verify.run.phases import cache as cache_mod
 from verify.run.phases.cache import ResultCache, tree_digest
 from verify.run.phases.coverage_map import CoverageMap
 from verify.run.phases.pristine import run_pristine
+from verify.sandbox import namespaces
 
 ARITH = "toy/arith.py"
 TEST_MUL = "tests/gates/test_arith.py::test_mul"
@@ -38,6 +40,42 @@ def test_exit_without_result_is_a_crash_with_the_code(toy_copy) -> None:
     assert (result.state, result.reason) == ("died", "exited with code 3")
     # The gate that was running when the child exited is red by that exit, not by a check.
     assert [(o.gate_id, o.outcome, o.exc_type) for o in result.outcomes] == [(TEST_MUL, "exception", "exit 3")]
+
+
+def _refused_once(marker):
+    """`namespaces.entered` as a child sees it: refused for the first child (which leaves `marker`), then as it is."""
+    entered = namespaces.entered
+
+    def refuse_first(base, tmp, memory_bytes):
+        if not marker.exists():
+            marker.write_text("refused")
+            os.write(2, b"not confined, so no gate ran: refused for the test\n")
+            return False
+        return entered(base, tmp, memory_bytes)
+
+    return refuse_first
+
+
+def test_a_child_that_could_not_confine_itself_is_tried_once_more(toy_copy, tmp_path, monkeypatch) -> None:
+    # No gate ran in it: harness trouble, so the same job runs again in a fresh child, and the first try is named.
+    monkeypatch.setenv("DFLASH_WARM", "off")
+    monkeypatch.setattr(namespaces, "entered", _refused_once(tmp_path / "refused"))
+    root = toy_copy()
+    with Executor(load_config(root)) as executor:
+        [result] = executor.run([Job("once", (TEST_MUL,), 30.0)], 1)
+        assert executor.unconfined == ["once: not confined, so no gate ran: refused for the test (exit 77)"]
+    assert (result.state, [o.outcome for o in result.outcomes]) == ("done", ["passed"])
+
+
+def test_a_child_refused_confinement_twice_runs_no_gate(toy_copy, monkeypatch) -> None:
+    monkeypatch.setenv("DFLASH_WARM", "off")
+    monkeypatch.setattr(namespaces, "entered", lambda *_: False)
+    root = toy_copy()
+    with Executor(load_config(root)) as executor:
+        [result] = executor.run([Job("never", (TEST_MUL,), 30.0)], 1)
+        assert len(executor.unconfined) == 1  # tried once more, not forever
+    assert result.state == "unconfined"
+    assert [(o.gate_id, o.outcome) for o in result.outcomes] == [(TEST_MUL, "not-run")]
 
 
 def test_ctrl_c_kills_children_and_keeps_finished_results(toy_copy) -> None:

@@ -51,7 +51,7 @@ def test_a_warm_worker_gives_what_a_fresh_child_gives(toy_copy, monkeypatch) -> 
     with Executor(load_config(root)) as executor:
         cold = executor.run(_jobs(root), 1)
         assert executor.warm.served == 0
-    assert _seen(warm) == _seen(cold)
+    assert _seen(warm) == _seen(cold), [(r.key, r.reason) for r in (*warm, *cold) if r.reason]
     assert served == 4  # pristine, red, exits, first-kill
     assert [why.partition(":")[0] for why in why_cold] == ["import-time", "not-collected"]
     assert "the code run at import differs" in why_cold[0] and "not collected here" in why_cold[1]

@@ -105,7 +105,8 @@ def collect(
         breach = ceilings.died_at(peak, limits, exit_code)
     if not confined:  # it ran no gate: harness trouble, tried again, never a verdict
         tail = paths.log.read_text(errors="replace").strip().splitlines()[-1:] if paths.log.is_file() else []
-        state, why = JobState.UNCONFINED, (tail[0] if tail else "the child did not confine itself")[:200]
+        ended = "running" if exit_code is None else f"exit {exit_code}" if exit_code >= 0 else f"signal {-exit_code}"
+        state, why = JobState.UNCONFINED, f"{(tail[0] if tail else 'the child did not confine itself')[:180]} ({ended})"
         running_outcome = GateOutcome("", Outcome.NOT_RUN, 0.0, "Unconfined", why)
     elif breach[0]:
         state, why = JobState.DIED, breach[1]

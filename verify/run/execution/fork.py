@@ -103,6 +103,11 @@ class Executor:
         self._confined = False  # Landlock found here: then a child that cannot confine itself runs nothing
         self._leftovers = shm.Leftovers(not namespaces.probe().has("mount"))  # in the machine's /dev/shm, if theirs
         self._said: set[int] = set()  # the read ends of the running children's "confined" pipes
+        # Each job whose child ran no gate for want of confinement ("key: why"), tried once more at once: no gate
+        # ran, so a second child is the same job (a transient refusal, a fork at a loaded machine's limit).
+        self.unconfined: list[str] = []
+        self._again: list[Job] = []
+        self._tried_again: set[str] = set()  # this run's jobs tried once more
         self.warm = Zygotes(config, Path(), self.copies, False, ceilings.load_scale)
         self.groups = cgroups.Groups(cgroups.Layer(why="not started"))
 
@@ -166,6 +171,7 @@ class Executor:
             self._pool = DevicePool(self._devices, num_jobs)
         running: dict[int, _Running] = {}
         done: dict[str, JobResult] = {}
+        self._tried_again.clear()
         last_sample = last_watch = 0.0
         self.warm.want(jobs, num_jobs, self._said)
         try:
@@ -205,6 +211,8 @@ class Executor:
                                 reaper.end_tree(pid)
                 if not self._reap(running, done, on_done):
                     exits.wait([e.pidfd for e in running.values()], _POLL_S)
+                pending += self._again  # next: the end of `pending` runs first
+                self._again.clear()
         finally:
             for pid, entry in running.items():
                 reaper.end_tree(pid)
@@ -269,6 +277,12 @@ class Executor:
                     self.copies.pristine_changed()  # the copies made before lack what it now holds
                     self.warm.pristine_changed()
             self._give_back(entry, over)
+            if result.state == JobState.UNCONFINED and entry.job.key not in self._tried_again:
+                self._tried_again.add(entry.job.key)
+                self.unconfined.append(f"{entry.job.key}: {result.reason}")
+                self._again.append(entry.job)
+                reaped = True
+                continue
             done[entry.job.key] = result
             reaped = True
             if on_done is not None:
