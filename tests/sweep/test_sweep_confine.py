@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 
 from verify.cli.sweep import sweep_app
 from verify.report.verdict import Status
+from verify.sandbox import launch
 from verify.sandbox.confine import ConfineError, probe
-from verify.sweep import launch
 from verify.sweep.driver import SweepConfig, run_sweep
 from verify.sweep.result import SweepOutcome
 from verify.sweep.verdicts import to_run_report
@@ -134,19 +134,22 @@ def test_launcher_refused_by_the_kernel_runs_nothing(monkeypatch, capsys) -> Non
     monkeypatch.setattr(launch, "confine", refuse)
     monkeypatch.setattr(launch.os, "execvp", lambda *a: pytest.fail("ran the command unconfined"))
     assert launch.main(["mutmut", "run"]) == launch.REFUSED
-    assert "the kernel refused to confine mutmut (landlock_restrict_self" in capsys.readouterr().err
+    assert f"{launch.REFUSAL} (landlock_restrict_self" in capsys.readouterr().err
 
 
 def test_a_sweep_whose_confinement_is_refused_fails_and_runs_no_mutant(tmp_path: Path, monkeypatch) -> None:
     # The launcher as a kernel that refuses Landlock leaves it: its message, its exit code, mutmut never started.
     refusing = tmp_path / "refusing_launch.py"
     refusing.write_text(
-        "import sys\nprint('dflash sweep: the kernel refused to confine mutmut (landlock_restrict_self: "
-        f"Operation not permitted); no mutant was run', file=sys.stderr)\nsys.exit({launch.REFUSED})\n"
+        f"import sys\nprint({launch.REFUSAL!r} + ' (landlock_restrict_self: Operation not permitted); it was not "
+        f"run', file=sys.stderr)\nsys.exit({launch.REFUSED})\n"
     )
     monkeypatch.setattr(launch, "__file__", str(refusing))  # the script the driver runs as the launcher
     root = _project(tmp_path / "project")
     result = run_sweep(_sweep(root))
     assert result.outcome is SweepOutcome.FAILED
-    assert result.message.startswith("dflash sweep: the kernel refused to confine mutmut"), result.message
+    assert result.message == (
+        "dflash sweep: the kernel refused to confine mutmut (landlock_restrict_self: Operation not permitted); no "
+        "mutant was run"
+    ), result.message
     assert {m.mutmut for m in result.mutants} <= {"not checked"}  # no verdict came from an unconfined mutant

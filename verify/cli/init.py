@@ -57,13 +57,15 @@ def init(
 
     Exit 0 written (and the baseline green); 1 written, but the baseline is not green (fix what it says
     before `dflash verify`); 2 nothing written: [tool.dflash] exists, a file it would write exists, or no
-    Python source or collectable suite was found.
+    Python source or collectable suite was found; 3 nothing written: the proposals' import check could not
+    be confined, or your files changed while it ran.
     """
     import dataclasses
 
     from verify.config.adopt import collect, find_suite, project_config
     from verify.config.scaffold import GATE_FILE, ScaffoldError, detect, write
     from verify.propose.api import DEFAULT_OUTPUT, propose
+    from verify.propose.check import ProbeError
     from verify.propose.writer import catalog_text
     from verify.run.phases.pristine import check_baseline
 
@@ -82,6 +84,9 @@ def init(
     except ScaffoldError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
+    except ProbeError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(3) from None
     typer.echo(f"layout: {scaffold.layout} (source_roots = {list(scaffold.source_roots)})")
     if adoption is not None:
         selected = f"marked {adoption.marker!r}" if adoption.marker else "every test, no marker"

@@ -13,7 +13,7 @@ import typer
 
 __all__ = ["ProjectOption", "mutations_app"]
 
-EXIT_USAGE = 2
+EXIT_USAGE, EXIT_HARNESS = 2, 3
 
 mutations_app = typer.Typer(
     add_completion=False,
@@ -136,10 +136,12 @@ def propose_mutations(
       dflash mutations propose            writes proposed_mutations.py; then name it in mutation_modules
       dflash mutations propose --output engine_proposed.py
 
-    Exit 0 written (or nothing found); 2 no [tool.dflash], or the output names a file of yours.
+    Exit 0 written (or nothing found); 2 no [tool.dflash], or the output names a file of yours; 3 the
+    import check could not be confined, or your files changed while it ran (nothing written).
     """
     from verify.config.settings import ConfigError, load_config
     from verify.propose.api import propose
+    from verify.propose.check import ProbeError
     from verify.propose.writer import WriterError
     from verify.report.catalog_view import render_proposals
     from verify.report.terminal import render_error
@@ -150,6 +152,9 @@ def propose_mutations(
     except (ConfigError, WriterError) as error:
         render_error(str(error))
         raise typer.Exit(EXIT_USAGE) from None
+    except ProbeError as error:
+        render_error(str(error))
+        raise typer.Exit(EXIT_HARNESS) from None
     pairs = zip(run.names, run.proposals, strict=True)
     rows = [(name, p.bug_class.value, f"{p.file}:{p.line}", p.changed_line) for name, p in pairs]
     roots = ", ".join(config.source_roots)

@@ -1,7 +1,7 @@
-"""The import probe, run as `python -m verify.propose.import_probe REQUEST RESULT` in a private copy of the
-project: each mutant's text is executed as its module would be imported (its package and the original module
-imported first, the mutant in a fresh module object under the module's name), and whether that raised is written
-as JSON. Knows importlib; nothing of proposals, bug classes or the user's tree.
+"""The import probe, run as `main(REQUEST, RESULT)` in a private copy of the project (`verify.propose.check`
+starts it, confined): each mutant's text is executed as its module would be imported (its package and the
+original module imported first, the mutant in a fresh module object under the module's name), and whether that
+raised is written as JSON. Knows importlib; nothing of proposals, bug classes or the user's tree.
 """
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ def import_mutant(module: str, path: str, text: str) -> str:
 
 
 def main(request: str, result: str) -> None:
-    items = json.loads(Path(request).read_text())
+    asked = json.loads(Path(request).read_text())
+    sys.path[:0] = asked["paths"]  # the copy's source roots, ahead of anything installed
+    items = asked["items"]
     answers = {item["key"]: import_mutant(item["module"], item["path"], item["text"]) for item in items}
     Path(result).write_text(json.dumps(answers))
 

@@ -5,7 +5,7 @@ the sweep expressed in `verify.report`'s verdict model (`verdicts.py`), whose re
 May import `verify.run` (settings, the private copy, anchors) and `verify.report`; never `verify.cli`.
 
 The map: `driver` (the sweep, end to end), `requirement` (the one mutmut version it drives), `mutmut_run` (mutmut
-as the sweep runs it), `launch` (the confined launcher), `mutant` (a mutant's process from the inside), `watch`
+as the sweep runs it, through `verify.sandbox.launch`), `mutant` (a mutant's process from the inside), `watch`
 (each mutant's ceilings, policed from outside), `undecorate` (decorated functions made reachable), `source`
 (runner source as the sweep sees it), `result` (what a sweep found), `report` (survivors by module and function,
 mapped to the catalog), `verdicts` (the sweep in verify's verdict model), `render` (the terminal), `triage`

@@ -25,11 +25,10 @@ from verify.config.settings import ProjectConfig
 from verify.config.writable import writable_paths
 from verify.report.verdict import Status
 from verify.run.phases import cache
-from verify.sandbox import hardening
+from verify.sandbox import hardening, launch
 from verify.sandbox.guard import TreeGuard
 from verify.sandbox.private_copy import copy_files, visible_files
 from verify.sweep import equivalents
-from verify.sweep import launch as sweep_launch
 from verify.sweep import mutant as sweep_mutant
 from verify.sweep import mutmut_run as sweep_mutmut
 from verify.sweep import source as sweep_source
@@ -161,11 +160,11 @@ def _run_mutmut(
     # The environment mutmut is exec'd with holds no secret (verify's children's denylist), at the kernel's level.
     env = hardening.clean_environment({**os.environ, **sweep_mutmut.ENVIRONMENT, **dict(config.environ)})
     mutant = sweep_mutant.settings(watch.channel, watch.folder, [str(p) for p in writable], config.file_max_mb << 20)
-    env |= {"TMPDIR": str(scratch), sweep_launch.WRITABLE: os.pathsep.join(map(str, writable))}
+    env |= {"TMPDIR": str(scratch), launch.WRITABLE: os.pathsep.join(map(str, writable))}
     env |= {sweep_mutant.SETTINGS: mutant}
     # By its file, not `-m`: with `-m` the copy (the cwd) comes first on sys.path, and a project of the user's
     # with a `verify` package of its own would be imported in place of this one.
-    launcher = [sys.executable, sweep_launch.__file__]
+    launcher = [sys.executable, launch.__file__]
     process = subprocess.Popen(
         [*launcher, *sweep_mutmut.command(), "run", "--max-children", str(config.jobs)],
         cwd=copy,
@@ -215,9 +214,10 @@ def _run_mutmut(
     if stopped is not None:
         why = "the time budget ran out" if stopped == SweepOutcome.BUDGET else "interrupted"
         return stopped, f"stopped early ({why}); the verdicts reached are kept, the rest are not_checked"
-    refusal = [line for line in lines if line.startswith(sweep_launch.REFUSAL)]
-    if process.returncode == sweep_launch.REFUSED and refusal:
-        return SweepOutcome.FAILED, refusal[-1]
+    refusal = [line for line in lines if line.startswith(launch.REFUSAL)]
+    if process.returncode == launch.REFUSED and refusal:
+        why = refusal[-1].removeprefix(launch.REFUSAL).removesuffix(launch.NOT_RUN).strip()
+        return SweepOutcome.FAILED, f"dflash sweep: the kernel refused to confine mutmut {why}; no mutant was run"
     if process.returncode != 0:
         return SweepOutcome.FAILED, f"mutmut run exited {process.returncode}:\n{tail}"
     return SweepOutcome.COMPLETE, ""

@@ -1,20 +1,22 @@
-"""The sweep's launcher: confine this process to the sweep's writable folders, then run mutmut under it as the
-keeper of every process the sweep starts.
+"""The confined launcher: confine this process to a few writable folders, then run a command under it as the
+keeper of every process the command starts. The sweep runs mutmut through it (`verify.sweep.driver`), and
+`dflash mutations propose` its import probe (`verify.propose.check`): the processes where mutants or the project's
+own module-level code run outside `dflash verify`'s children.
 
-Run as `python .../verify/sweep/launch.py COMMAND...` with the folders in `WRITABLE` (os.pathsep-separated): a fresh
-interpreter is single-threaded, so Landlock (`verify.sandbox.confine`) covers every thread, and what it
-restricts passes through fork and `exec` to mutmut, its forked workers and every process a mutant starts. A
-kernel that has Landlock and refuses a step ends the launcher with REFUSED before mutmut runs, so no mutant runs
-unconfined by accident; a kernel without it runs mutmut as it is (the sweep's inventory still checks the
-project afterwards).
+Run as `python .../verify/sandbox/launch.py COMMAND...` with the folders in `WRITABLE` (os.pathsep-separated): a
+fresh interpreter is single-threaded, so Landlock (`verify.sandbox.confine`) covers every thread, and what it
+restricts passes through fork and `exec` to the command, its forked workers and every process it starts. A kernel
+that has Landlock and refuses a step ends the launcher with REFUSED, its line starting with REFUSAL, before the
+command runs, so nothing runs unconfined by accident; a kernel without it runs the command as it is (the caller's
+inventory still checks the project afterwards).
 
-Then it stays, as the sweep's reaper: it is the subreaper of everything beneath it, so a process whose parent
+Then it stays, as the command's reaper: it is the subreaper of everything beneath it, so a process whose parent
 dies (a mutant's fork once the mutant ended or was killed for a ceiling, a daemon that called setsid) comes back
-to it, and it ends each at once with everything under it; mutmut dies with it (PR_SET_PDEATHSIG), and it dies
-with the sweep's driver (a SIGTERM when the driver's process ends, however it ends: a SIGKILL too), and then
-ends every process beneath it before it exits. So a killed driver leaves no process of the sweep behind. A
-SIGINT (the driver's clean stop) is passed to mutmut. Its exit status is mutmut's (128 + the signal that ended
-it). Knows nothing of mutmut's arguments or results.
+to it, and it ends each at once with everything under it; the command dies with it (PR_SET_PDEATHSIG), and it dies
+with its caller (a SIGTERM when the caller's process ends, however it ends: a SIGKILL too), and then ends every
+process beneath it before it exits. So a killed caller leaves no process behind. A SIGINT (the caller's clean
+stop) is passed to the command. Its exit status is the command's (128 + the signal that ended it). Knows nothing
+of mutmut, proposals or their results.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ from pathlib import Path
 from verify.sandbox import reaper
 from verify.sandbox.confine import ConfineError, confine
 
-WRITABLE = "DFLASH_SWEEP_WRITABLE"
-REFUSED = 75  # EX_TEMPFAIL: the sweep reports it as a harness failure, naming the refused step
-REFUSAL = "dflash sweep: the kernel refused to confine mutmut"  # how the sweep tells its line from mutmut's output
+WRITABLE = "DFLASH_LAUNCH_WRITABLE"
+REFUSED = 75  # EX_TEMPFAIL: its caller reports it as harness trouble, naming the refused step
+NOT_RUN = "; it was not run"
+REFUSAL = "dflash launch: the kernel refused to confine the command"  # how a caller tells its line from the command's
 _PR_SET_PDEATHSIG = 1
 _POLL_S = 0.2  # how often orphans that came back are looked for
 _END_S = 10.0  # to end every process beneath the launcher, however deep its chain of forks
@@ -52,7 +55,7 @@ def _die_with_parent(parent: int, sig: int) -> None:
 
 def _start(argv: list[str], keeper: int) -> int:
     pid = os.fork()
-    if pid == 0:  # mutmut: killed with the keeper, whatever kills it
+    if pid == 0:  # the command: killed with the keeper, whatever kills it
         try:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, signal.SIG_DFL)
@@ -69,7 +72,7 @@ def _exit_status(status: int) -> int:
 
 
 def keep(command: int) -> int:
-    """Reap and end orphans until `command` (mutmut) exits, then end whatever is left; its exit status."""
+    """Reap and end orphans until `command` exits, then end whatever is left; its exit status."""
     status = None
     while status is None:
         try:
@@ -78,7 +81,7 @@ def keep(command: int) -> int:
                     status = _exit_status(done[1])
         except ChildProcessError:
             break
-        # Every child but mutmut came back to this subreaper: its parent died. None of them outlives it.
+        # Every child but the command came back to this subreaper: its parent died. None of them outlives it.
         if reaper.has_strays({command}):  # cheap; the full scan only when there is one
             for pid in set(reaper.children()) - {command}:
                 reaper.end_tree(pid)
@@ -96,7 +99,7 @@ def main(argv: list[str]) -> int:
     try:
         confine(folders)
     except ConfineError as error:
-        print(f"{REFUSAL} ({error}); no mutant was run", file=sys.stderr)
+        print(f"{REFUSAL} ({error}){NOT_RUN}", file=sys.stderr)
         return REFUSED
     command = 0
 
