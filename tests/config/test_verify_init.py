@@ -210,3 +210,31 @@ def test_find_suite_finds_the_test_folders(tmp_path, files, suite) -> None:
         (tmp_path / rel).write_text(text)
     found = find_suite(tmp_path)
     assert (found.paths if found else None) == suite
+
+
+def test_the_project_walk_never_enters_an_environment_or_a_hidden_folder(tmp_path) -> None:
+    """A virtualenv (known by its pyvenv.cfg, whatever its name), a hidden folder and a node_modules are pruned
+    before they are entered: their files neither make the suite nor steer the example mutation."""
+    from verify.config.adopt import find_suite
+    from verify.config.scaffold import walk_project
+
+    unpacks = "from spec.accept import accept\n\n\ndef test_pair():\n    a, b = accept(1, 2)\n"
+    files = {
+        "spec/__init__.py": "",
+        "spec/accept.py": "def accept(p, q):\n    return p + q\n\n\ndef scale(x, k):\n    return x * k\n",
+        "tests/test_spec.py": "def test_nothing():\n    pass\n",
+        "pyproject.toml": PYPROJECT,
+        "myenv/pyvenv.cfg": "home = /usr/bin\n",
+        "myenv/lib/site/test_env.py": unpacks,
+        ".hidden/deep/test_hidden.py": unpacks,
+        "node_modules/pkg/test_node.py": unpacks,
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    walked = {folder.relative_to(tmp_path).as_posix() for folder, _, _ in walk_project(tmp_path)}
+    assert walked == {".", "spec", "tests"}
+    found = find_suite(tmp_path)
+    assert found is not None and found.paths == ("tests",)
+    # Were they walked, `a, b = accept(...)` there would steer the example away from accept.
+    assert detect(tmp_path).function == "accept"

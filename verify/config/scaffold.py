@@ -2,7 +2,9 @@
 module and an example gate that fit it, so that `dflash verify` runs end to end right after.
 
 Detection reads the tree and `ast`; writing appends to pyproject.toml (never rewrites what is there) and
-creates files that do not exist yet. Knows nothing of pytest runs, forking or rendering.
+creates files that do not exist yet. Owns the walk over the project's own folders (environments, hidden folders
+and build output pruned unentered), which the suite search of `verify.config.adopt` shares. Knows nothing of
+pytest runs, forking or rendering.
 """
 
 from __future__ import annotations
@@ -10,19 +12,25 @@ from __future__ import annotations
 import ast
 import itertools
 import json
+import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from verify.compat import tomllib
 
-__all__ = ["Scaffold", "ScaffoldError", "detect", "write"]
+__all__ = ["Scaffold", "ScaffoldError", "detect", "walk_project", "write"]
 
 _NOT_SOURCE = {"tests", "test", "docs", "doc", "examples", "example", "benchmarks", "scripts", "build", "dist"}
 _NOT_MODULES = {"setup.py", "conftest.py", "noxfile.py", "tasks.py", "manage.py"}
 GATES = "tests/gates"
 GATE_FILE = f"{GATES}/test_gate_example.py"
 GATE_CONFTEST = f"{GATES}/conftest.py"
+# Folders that hold none of the project's own code: caches, build output, installed packages and environments by
+# their usual names. Hidden folders (.git, .tox, .venv) are known by their dot and an environment of any other name
+# by its pyvenv.cfg (`_is_skipped_folder`).
+_SKIPPED_FOLDERS = frozenset({"__pycache__", "build", "dist", "env", "node_modules", "site-packages", "venv"})
 
 
 _NAMESPACE_INIT = (
@@ -160,19 +168,25 @@ def _layout(root: Path) -> tuple[str, tuple[str, ...], list[Path]]:
     )
 
 
+def _is_skipped_folder(folder: Path) -> bool:
+    """A folder none of the project's code lives in: hidden, named in _SKIPPED_FOLDERS, or a virtual environment
+    (whatever its name: it holds pyvenv.cfg)."""
+    return folder.name.startswith(".") or folder.name in _SKIPPED_FOLDERS or (folder / "pyvenv.cfg").exists()
+
+
+def walk_project(root: Path) -> Iterator[tuple[Path, list[str], list[str]]]:
+    """`os.walk` over the project's own folders: (folder, subfolders, files), top down. A skipped folder is pruned
+    before it is entered, so an environment or a node_modules inside the project costs one stat, not a walk of
+    thousands of files; the caller may prune `subfolders` further, in place, as with os.walk."""
+    for folder, subfolders, files in os.walk(root):
+        here = Path(folder)
+        subfolders[:] = [name for name in subfolders if not _is_skipped_folder(here / name)]
+        yield here, subfolders, files
+
+
 def _project_files(root: Path) -> list[Path]:
-    """The project's own Python files (source and tests): hidden folders, virtual environments and installed
-    packages left out."""
-    skip = {"site-packages", "node_modules", "__pycache__", "build", "dist"}
-    found = []
-    for path in root.rglob("*.py"):
-        folders = path.relative_to(root).parts[:-1]
-        if any(p.startswith(".") or p in skip for p in folders):
-            continue
-        if any((root.joinpath(*folders[: i + 1]) / "pyvenv.cfg").exists() for i in range(len(folders))):
-            continue
-        found.append(path)
-    return found
+    """The project's own Python files (source and tests), in `walk_project`'s folders."""
+    return [folder / name for folder, _, files in walk_project(root) for name in files if name.endswith(".py")]
 
 
 def _called_name(node: ast.AST) -> str:
