@@ -1,16 +1,14 @@
 """`dflash init`'s library: detect a project's layout and write a `[tool.dflash]` table, an example mutation
 module and an example gate that fit it, so that `dflash verify` runs end to end right after.
 
-Detection reads the tree and `ast`; writing appends to pyproject.toml (never rewrites what is there) and
-creates files that do not exist yet. Owns the walk over the project's own folders (environments, hidden folders
-and build output pruned unentered), which the suite search of `verify.config.adopt` shares. Knows nothing of
-pytest runs, forking or rendering.
+Detection reads the tree (where the example mutation goes is `verify.config.example`'s); writing appends to
+pyproject.toml (never rewrites what is there) and creates files that do not exist yet. Owns the walk over the
+project's own folders (environments, hidden folders and build output pruned unentered), which the suite search of
+`verify.config.adopt` shares. Knows nothing of pytest runs, forking or rendering.
 """
 
 from __future__ import annotations
 
-import ast
-import itertools
 import json
 import os
 import re
@@ -19,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from verify.compat import tomllib
+from verify.config.example import find_example
 
 __all__ = ["Scaffold", "ScaffoldError", "detect", "walk_project", "write"]
 
@@ -189,64 +188,6 @@ def _project_files(root: Path) -> list[Path]:
     return [folder / name for folder, _, files in walk_project(root) for name in files if name.endswith(".py")]
 
 
-def _called_name(node: ast.AST) -> str:
-    """`f` for f(...) and obj.f(...), through an `await`; "" for anything else."""
-    node = node.value if isinstance(node, ast.Await) else node
-    if not isinstance(node, ast.Call):
-        return ""
-    return node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
-
-
-def _taken_apart(files: list[Path]) -> set[str]:
-    """The names of functions whose result some caller unpacks (`a, b = f(x)`) or iterates (`for x in f(x)`): an
-    example that makes such a function return None would only crash its callers (a TypeError, reported crashed),
-    never show a gate catching a wrong value."""
-    names: set[str] = set()
-    for path in files:
-        try:
-            tree = ast.parse(path.read_text(errors="replace"))
-        except (SyntaxError, ValueError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Tuple | ast.List) for t in node.targets):
-                names.add(_called_name(node.value))
-            elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
-                names.add(_called_name(node.iter))
-            elif isinstance(node, ast.Starred):
-                names.add(_called_name(node.value))
-    return names - {""}
-
-
-def _example_return(path: Path, avoid: set[str] | None) -> tuple[str, str, str] | None:
-    """(function, anchor, replacement) for the first single-line `return <value>` whose text occurs exactly once
-    in the file, or None. With `avoid`, a function named there (its result is taken apart) and a return of a
-    tuple (`return a, b`: a result made to be taken apart) are passed over."""
-    text = path.read_text()
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return None
-    lines = text.splitlines()
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            continue
-        if avoid is not None and node.name in avoid:
-            continue
-        for statement in ast.walk(node):
-            if not isinstance(statement, ast.Return) or statement.value is None:
-                continue
-            if isinstance(statement.value, ast.Constant) and statement.value.value is None:
-                continue
-            if avoid is not None and isinstance(statement.value, ast.Tuple):
-                continue
-            if statement.lineno != statement.end_lineno:
-                continue
-            anchor = lines[statement.lineno - 1].strip()
-            if anchor.startswith("return ") and text.count(anchor) == 1:
-                return node.name, anchor, "return None"
-    return None
-
-
 def detect(root: Path) -> Scaffold:
     """The scaffold for `root`; refuses a project whose pyproject.toml already has [tool.dflash]."""
     root = Path(root).resolve()
@@ -260,24 +201,20 @@ def detect(root: Path) -> Scaffold:
             raise ScaffoldError(f"{pyproject} already has [tool.dflash]; edit it, or remove it to start over")
     layout, roots, candidates = _layout(root)
     candidates.sort(key=lambda p: p.name == "__init__.py")  # a module's code before package glue
-    # A function whose result nobody takes apart first; failing that, any (the example must exist to be replaced).
-    avoid = _taken_apart(_project_files(root))
-    sites = ((path, _example_return(path, avoid)) for path in candidates)
-    fallback = ((path, _example_return(path, None)) for path in candidates)
-    for path, found in itertools.chain(sites, fallback):
-        if found is None:
-            continue
-        rel = PurePosixPath(path.relative_to(root).as_posix())
-        base = rel.parts[1:] if layout == "src" else rel.parts
-        module = ".".join([*base[:-1], *([] if rel.stem == "__init__" else [rel.stem])])
-        top = module.partition(".")[0]
-        catalog = f"{top}_mutations"
-        folders = [root / "src" / r for r in _packages(root / "src")] if layout == "src" else [root / r for r in roots]
-        inits = _namespace_inits(root, [f for f in folders if f.is_dir()])
-        return Scaffold(root, layout, roots, catalog, rel.as_posix(), module, found[0], found[1], found[2], inits)
-    raise ScaffoldError(
-        f"no function with a one-line `return <value>` found under {', '.join(roots)} to write an example mutation "
-        "of: write the catalog by hand (docs: how-to/write-a-mutation.md)"
+    found = find_example(candidates, _project_files(root))
+    if found is None:
+        raise ScaffoldError(
+            f"no function with a one-line `return <value>` found under {', '.join(roots)} to write an example "
+            "mutation of: write the catalog by hand (docs: how-to/write-a-mutation.md)"
+        )
+    rel = PurePosixPath(found.path.relative_to(root).as_posix())
+    base = rel.parts[1:] if layout == "src" else rel.parts
+    module = ".".join([*base[:-1], *([] if rel.stem == "__init__" else [rel.stem])])
+    catalog = f"{module.partition('.')[0]}_mutations"
+    folders = [root / "src" / r for r in _packages(root / "src")] if layout == "src" else [root / r for r in roots]
+    inits = _namespace_inits(root, [f for f in folders if f.is_dir()])
+    return Scaffold(
+        root, layout, roots, catalog, rel.as_posix(), module, found.function, found.anchor, found.replacement, inits
     )
 
 
