@@ -56,7 +56,7 @@ def test_init_appends_and_refuses_a_second_time(tmp_path) -> None:
     assert text.startswith(PYPROJECT)  # what was there is kept byte for byte
     table = tomllib.loads(text)["tool"]["dflash"]
     assert table["mutation_modules"] == ["calc_mutations"] and table["source_roots"] == ["src"]
-    assert "dflash verify" in first.output and "scale-returns-none" in first.output
+    assert "dflash verify" in first.output and "scale-returns-negated" in first.output
     second = runner.invoke(app, ["init", "--project", str(root)])
     assert second.exit_code == 2 and "already has [tool.dflash]" in second.output
     assert (root / "pyproject.toml").read_text() == text
@@ -83,12 +83,12 @@ def test_verify_right_after_init_gives_a_real_verdict(tmp_path) -> None:
         return done.returncode, {m["name"]: m["status"] for m in json.loads(report.read_text())["mutations"]}
 
     # The example gate only imports the module: the example mutation survives, and the run says so (exit 1).
-    assert verify() == (1, {"scale-returns-none": "survived"})
+    assert verify() == (1, {"scale-returns-negated": "survived"})
     # A gate that checks the result, as the next steps say: now it is killed (exit 0).
     gate = root / "tests" / "gates" / "test_gate_scale.py"
     gate.write_text("import pytest\nfrom calc.ops import scale\n\n\n@pytest.mark.gate\ndef test_scale():\n"
                     "    assert scale(3, 2) == 6\n")  # fmt: skip
-    assert verify() == (0, {"scale-returns-none": "killed"})
+    assert verify() == (0, {"scale-returns-negated": "killed"})
 
 
 # An existing, unmarked suite: a conftest importing a sibling helper module (as plain pytest allows), two tests,
@@ -186,7 +186,7 @@ def test_verify_after_adoption_with_a_gate_file_whose_conftest_imports_a_sibling
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert {m["name"]: m["status"] for m in json.loads(report.read_text())["mutations"]} == {
-        "scale-returns-none": "killed"
+        "scale-returns-negated": "killed"
     }
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from verify.compat import tomllib
-from verify.config.example import find_example
+from verify.config.example import Change, find_example
 
 __all__ = ["Scaffold", "ScaffoldError", "detect", "walk_project", "write"]
 
@@ -55,6 +55,7 @@ class Scaffold:
     function: str  # the function whose return the example mutation breaks
     anchor: str
     replacement: str
+    change: Change
     namespace_inits: tuple[str, ...] = ()  # __init__.py files that make folders of plain modules packages
     proposed_catalog: str = ""  # the proposals' catalog module (`dflash mutations propose`), if any
     proposed_text: str = ""
@@ -66,7 +67,17 @@ class Scaffold:
 
     @property
     def mutation_name(self) -> str:
-        return (re.sub(r"[^a-z0-9]+", "-", self.function.lower()).strip("-") or "example") + "-returns-none"
+        return (re.sub(r"[^a-z0-9]+", "-", self.function.lower()).strip("-") or "example") + f"-returns-{self.change}"
+
+    @property
+    def effect(self) -> str:
+        """The example mutation in words: `law returns its result negated`."""
+        said = {
+            Change.NEGATED: "returns its result negated",
+            Change.INVERTED: "returns the opposite truth value",
+            Change.NONE: "returns None instead of its result",
+        }[self.change]
+        return f"{self.function} {said}"
 
     @property
     def catalog_file(self) -> str:
@@ -95,7 +106,7 @@ class Scaffold:
             "register(\n"
             "    Mutation(\n"
             f'        "{self.mutation_name}",\n'
-            f'        "{self.function} returns None instead of its result (an example: replace it with a real bug)",\n'
+            f'        "{self.effect} (an example: replace it with a real bug)",\n'
             f"        {self.target_file!r},\n"
             f"        {self.anchor!r},\n"
             f"        {self.replacement!r},\n"
@@ -213,9 +224,8 @@ def detect(root: Path) -> Scaffold:
     catalog = f"{module.partition('.')[0]}_mutations"
     folders = [root / "src" / r for r in _packages(root / "src")] if layout == "src" else [root / r for r in roots]
     inits = _namespace_inits(root, [f for f in folders if f.is_dir()])
-    return Scaffold(
-        root, layout, roots, catalog, rel.as_posix(), module, found.function, found.anchor, found.replacement, inits
-    )
+    site = (found.function, found.anchor, found.replacement, found.change)
+    return Scaffold(root, layout, roots, catalog, rel.as_posix(), module, *site, namespace_inits=inits)
 
 
 def write(scaffold: Scaffold, table: str | None = None) -> tuple[str, ...]:
