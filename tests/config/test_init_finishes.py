@@ -5,6 +5,10 @@ will happen, never that a mutation "is killed"."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -95,10 +99,10 @@ def test_init_writes_statistical_gates_the_proposals_and_next_steps_that_say_wha
     assert table["statistical_gates"] == ["tests/test_accept.py::test_law"]
     assert table["mutation_modules"] == ["spec_mutations", "proposed_mutations"]
     mutations = load_mutations(load_config(root))
-    assert set(mutations) == {"ratio-inverted-accept-2", "accept-returns-none"}
+    assert set(mutations) == {"ratio-inverted-accept-2", "scale-returns-negated"}
     assert "is killed" not in done.output
     assert (
-        "runs the example 'accept-returns-none'" in done.output
+        "runs the example 'scale-returns-negated'" in done.output
         and "1 proposals in proposed_mutations.py" in done.output
     )
 
@@ -135,7 +139,7 @@ def test_init_does_not_propose_mutations_of_the_observer_module(tmp_path) -> Non
 
 
 @pytest.mark.parametrize(
-    ("files", "function"),
+    ("files", "function", "replacement"),
     [
         pytest.param(
             {
@@ -144,6 +148,7 @@ def test_init_does_not_propose_mutations_of_the_observer_module(tmp_path) -> Non
                 "    return a\n",
             },
             "scale",
+            "return -(x * k)",
             id="a tuple returned",
         ),  # fmt: skip
         pytest.param(
@@ -153,6 +158,7 @@ def test_init_does_not_propose_mutations_of_the_observer_module(tmp_path) -> Non
                 "    a, b = accept(1, 2)\n",
             },
             "scale",
+            "return -(x * k)",
             id="unpacked by a test",
         ),  # fmt: skip
         pytest.param(
@@ -162,15 +168,70 @@ def test_init_does_not_propose_mutations_of_the_observer_module(tmp_path) -> Non
                 "    return sum(r for r in rows(n))\n",
             },
             "scale",
+            "return -(x * k)",
             id="iterated",
         ),  # fmt: skip
-        pytest.param({"spec/accept.py": "def accept(p, q):\n    return p, q\n"}, "accept", id="nothing else: any"),
+        pytest.param(
+            {"spec/accept.py": "def accept(p, q):\n    return p, q\n"}, "accept", "return None", id="nothing else: any"
+        ),
     ],
 )
-def test_the_example_mutation_is_not_a_result_its_callers_take_apart(tmp_path, files, function) -> None:
-    """`return None` in a function whose result is unpacked (`a, b = accept(...)`) or iterated only crashes the
-    caller with a TypeError (reported crashed): the example is put where a gate can catch a wrong value."""
+def test_the_example_mutation_is_not_a_result_its_callers_take_apart(tmp_path, files, function, replacement) -> None:
+    """A function whose result is unpacked (`a, b = accept(...)`) or iterated, broken, only crashes the caller with
+    a TypeError (reported crashed): the example is put where a gate can catch a wrong value."""
     scaffold = detect(_write(tmp_path, {"spec/__init__.py": "", **files}))
-    assert scaffold.function == function and scaffold.replacement == "return None"
+    assert scaffold.function == function and scaffold.replacement == replacement
     if function == "scale":
         assert scaffold.anchor == "return x * k"
+
+
+@pytest.mark.parametrize(
+    ("source", "replacement", "name"),
+    [
+        ("def scale(x, k):\n    return x * k\n", "return -(x * k)", "scale-returns-negated"),
+        ("def count(xs):\n    return len(xs)  # why\n", "return -len(xs)", "count-returns-negated"),
+        ("def first(xs) -> int:\n    return xs[0]\n", "return -xs[0]", "first-returns-negated"),
+        ("def ready(job) -> bool:\n    return job.done\n", "return not job.done", "ready-returns-inverted"),
+        ("def known(x, seen):\n    return x in seen\n", "return not (x in seen)", "known-returns-inverted"),
+        # an elementwise comparison of arrays, a string, a sequence: no kind the code shows, so None
+        ("def below(a, b):\n    return a < b\n", "return None", "below-returns-none"),
+        ("def label(name):\n    return 'id-' + name\n", "return None", "label-returns-none"),
+        ("def zeros(n):\n    return [0] * n\n", "return None", "zeros-returns-none"),
+        ("def twice(s) -> str:\n    return s * 2\n", "return None", "twice-returns-none"),
+        ("def zero(x) -> int:\n    return 0\n", "return None", "zero-returns-none"),  # -0 would change nothing
+    ],
+    ids=["arithmetic", "len-commented", "annotated-int", "annotated-bool", "membership", "comparison", "string",
+         "list", "annotated-str", "constant"],
+)  # fmt: skip
+def test_the_example_gives_a_wrong_value_of_the_kind_the_code_shows(tmp_path, source, replacement, name) -> None:
+    """None fails in the first caller that computes with it (reported crashed); a negated number or an inverted
+    truth value travels on to a gate's assertion (killed). None only where the code shows no kind."""
+    scaffold = detect(_write(tmp_path, {"spec/__init__.py": "", "spec/ops.py": source}))
+    assert (scaffold.replacement, scaffold.mutation_name) == (replacement, name)
+    assert scaffold.effect in scaffold.catalog_text()
+
+
+def test_a_value_of_a_known_kind_is_preferred_over_an_earlier_one_of_none(tmp_path) -> None:
+    source = "def name(user):\n    return user.name\n\n\ndef scale(x, k):\n    return x * k\n"
+    scaffold = detect(_write(tmp_path, {"spec/__init__.py": "", "spec/a.py": source}))
+    assert (scaffold.function, scaffold.replacement) == ("scale", "return -(x * k)")
+
+
+@pytest.mark.slow
+def test_the_example_is_killed_through_a_caller_that_computes_with_its_result(tmp_path) -> None:
+    """The gate checks a caller that sums the example's results: None would crash it (a TypeError, reported
+    crashed, as `law-returns-none` did on the lookup engine); a negated value reaches the assertion: killed."""
+    ops = "def scale(x, k):\n    return x * k\n\n\ndef total(xs, k):\n    return sum(scale(x, k) for x in xs)\n"
+    root = _write(tmp_path / "calc", {
+        "calc/__init__.py": "", "calc/ops.py": ops,
+        "tests/test_ops.py": "from calc.ops import total\n\n\ndef test_total():\n    assert total([1, 2], 3) == 9\n",
+    })  # fmt: skip
+    assert CliRunner().invoke(app, ["init", "--project", str(root), "--no-check", "--no-propose"]).exit_code == 0
+    report = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "verify", "verify", "--project", str(root), "--json", str(report), "--no-cache"],
+        capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}, timeout=600, check=False,
+    )  # fmt: skip
+    assert report.is_file(), done.stdout + done.stderr
+    statuses = {m["name"]: m["status"] for m in json.loads(report.read_text())["mutations"]}
+    assert (done.returncode, statuses) == (0, {"scale-returns-negated": "killed"})

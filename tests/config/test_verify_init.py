@@ -56,7 +56,7 @@ def test_init_appends_and_refuses_a_second_time(tmp_path) -> None:
     assert text.startswith(PYPROJECT)  # what was there is kept byte for byte
     table = tomllib.loads(text)["tool"]["dflash"]
     assert table["mutation_modules"] == ["calc_mutations"] and table["source_roots"] == ["src"]
-    assert "dflash verify" in first.output and "scale-returns-none" in first.output
+    assert "dflash verify" in first.output and "scale-returns-negated" in first.output
     second = runner.invoke(app, ["init", "--project", str(root)])
     assert second.exit_code == 2 and "already has [tool.dflash]" in second.output
     assert (root / "pyproject.toml").read_text() == text
@@ -83,12 +83,12 @@ def test_verify_right_after_init_gives_a_real_verdict(tmp_path) -> None:
         return done.returncode, {m["name"]: m["status"] for m in json.loads(report.read_text())["mutations"]}
 
     # The example gate only imports the module: the example mutation survives, and the run says so (exit 1).
-    assert verify() == (1, {"scale-returns-none": "survived"})
+    assert verify() == (1, {"scale-returns-negated": "survived"})
     # A gate that checks the result, as the next steps say: now it is killed (exit 0).
     gate = root / "tests" / "gates" / "test_gate_scale.py"
     gate.write_text("import pytest\nfrom calc.ops import scale\n\n\n@pytest.mark.gate\ndef test_scale():\n"
                     "    assert scale(3, 2) == 6\n")  # fmt: skip
-    assert verify() == (0, {"scale-returns-none": "killed"})
+    assert verify() == (0, {"scale-returns-negated": "killed"})
 
 
 # An existing, unmarked suite: a conftest importing a sibling helper module (as plain pytest allows), two tests,
@@ -186,7 +186,7 @@ def test_verify_after_adoption_with_a_gate_file_whose_conftest_imports_a_sibling
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert {m["name"]: m["status"] for m in json.loads(report.read_text())["mutations"]} == {
-        "scale-returns-none": "killed"
+        "scale-returns-negated": "killed"
     }
 
 
@@ -210,3 +210,31 @@ def test_find_suite_finds_the_test_folders(tmp_path, files, suite) -> None:
         (tmp_path / rel).write_text(text)
     found = find_suite(tmp_path)
     assert (found.paths if found else None) == suite
+
+
+def test_the_project_walk_never_enters_an_environment_or_a_hidden_folder(tmp_path) -> None:
+    """A virtualenv (known by its pyvenv.cfg, whatever its name), a hidden folder and a node_modules are pruned
+    before they are entered: their files neither make the suite nor steer the example mutation."""
+    from verify.config.adopt import find_suite
+    from verify.config.scaffold import walk_project
+
+    unpacks = "from spec.accept import accept\n\n\ndef test_pair():\n    a, b = accept(1, 2)\n"
+    files = {
+        "spec/__init__.py": "",
+        "spec/accept.py": "def accept(p, q):\n    return p + q\n\n\ndef scale(x, k):\n    return x * k\n",
+        "tests/test_spec.py": "def test_nothing():\n    pass\n",
+        "pyproject.toml": PYPROJECT,
+        "myenv/pyvenv.cfg": "home = /usr/bin\n",
+        "myenv/lib/site/test_env.py": unpacks,
+        ".hidden/deep/test_hidden.py": unpacks,
+        "node_modules/pkg/test_node.py": unpacks,
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    walked = {folder.relative_to(tmp_path).as_posix() for folder, _, _ in walk_project(tmp_path)}
+    assert walked == {".", "spec", "tests"}
+    found = find_suite(tmp_path)
+    assert found is not None and found.paths == ("tests",)
+    # Were they walked, `a, b = accept(...)` there would steer the example away from accept.
+    assert detect(tmp_path).function == "accept"

@@ -4,8 +4,9 @@ that adopts the suite (every test a gate unless a marker is named, the failing f
 follows, the baseline run once as `dflash verify` would, is the run's (`verify.run.phases.pristine.check_baseline`):
 this module writes configuration and imports nothing of the run.
 
-The layout, the example mutation and the file writing are `verify.config.scaffold`'s; this module adds what an
-existing suite needs. It never prints: the CLI renders what it returns.
+The layout, the example mutation, the walk over the project's folders and the file writing are
+`verify.config.scaffold`'s; this module adds what an existing suite needs. It never prints: the CLI renders what
+it returns.
 """
 
 from __future__ import annotations
@@ -25,13 +26,11 @@ from typing import Any
 from verify.compat import tomllib
 from verify.config.collect_probe import reason
 from verify.config.kit_gates import statistical_gates
-from verify.config.scaffold import GATES, Scaffold, ScaffoldError
+from verify.config.scaffold import GATES, Scaffold, ScaffoldError, walk_project
 from verify.config.settings import ProjectConfig
 
 __all__ = ["Adoption", "Suite", "collect", "find_suite", "project_config"]
 
-# Folders no suite of the project lives in: environments, build output, caches.
-_SKIP = {"node_modules", "build", "dist", "site-packages", "__pycache__", "venv", "env"}
 _COLLECT_TIMEOUT_S = 600.0
 
 
@@ -84,15 +83,10 @@ def find_suite(root: Path) -> Suite | None:
     if configured:
         return Suite(tuple(configured), "testpaths")
     tops: set[str] = set()
-    for folder, subfolders, files in os.walk(root):
-        here = Path(folder)
+    for here, subfolders, files in walk_project(root):
         if here != root and here.relative_to(root).parts[0] in tops:
             subfolders[:] = []  # inside a folder already adopted whole
             continue
-        # Pruned, not walked: hidden folders, build output and virtual environments (whatever their name).
-        subfolders[:] = [
-            d for d in subfolders if not d.startswith(".") and d not in _SKIP and not (here / d / "pyvenv.cfg").exists()
-        ]
         if any(_is_test_file(here / name) for name in files):
             relative = here.relative_to(root)
             tops.update([relative.parts[0]] if relative.parts else [n for n in files if _is_test_file(root / n)])

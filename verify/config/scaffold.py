@@ -1,28 +1,35 @@
 """`dflash init`'s library: detect a project's layout and write a `[tool.dflash]` table, an example mutation
 module and an example gate that fit it, so that `dflash verify` runs end to end right after.
 
-Detection reads the tree and `ast`; writing appends to pyproject.toml (never rewrites what is there) and
-creates files that do not exist yet. Knows nothing of pytest runs, forking or rendering.
+Detection reads the tree (where the example mutation goes is `verify.config.example`'s); writing appends to
+pyproject.toml (never rewrites what is there) and creates files that do not exist yet. Owns the walk over the
+project's own folders (environments, hidden folders and build output pruned unentered), which the suite search of
+`verify.config.adopt` shares. Knows nothing of pytest runs, forking or rendering.
 """
 
 from __future__ import annotations
 
-import ast
-import itertools
 import json
+import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from verify.compat import tomllib
+from verify.config.example import Change, find_example
 
-__all__ = ["Scaffold", "ScaffoldError", "detect", "write"]
+__all__ = ["Scaffold", "ScaffoldError", "detect", "walk_project", "write"]
 
 _NOT_SOURCE = {"tests", "test", "docs", "doc", "examples", "example", "benchmarks", "scripts", "build", "dist"}
 _NOT_MODULES = {"setup.py", "conftest.py", "noxfile.py", "tasks.py", "manage.py"}
 GATES = "tests/gates"
 GATE_FILE = f"{GATES}/test_gate_example.py"
 GATE_CONFTEST = f"{GATES}/conftest.py"
+# Folders that hold none of the project's own code: caches, build output, installed packages and environments by
+# their usual names. Hidden folders (.git, .tox, .venv) are known by their dot and an environment of any other name
+# by its pyvenv.cfg (`_is_skipped_folder`).
+_SKIPPED_FOLDERS = frozenset({"__pycache__", "build", "dist", "env", "node_modules", "site-packages", "venv"})
 
 
 _NAMESPACE_INIT = (
@@ -48,6 +55,7 @@ class Scaffold:
     function: str  # the function whose return the example mutation breaks
     anchor: str
     replacement: str
+    change: Change
     namespace_inits: tuple[str, ...] = ()  # __init__.py files that make folders of plain modules packages
     proposed_catalog: str = ""  # the proposals' catalog module (`dflash mutations propose`), if any
     proposed_text: str = ""
@@ -59,7 +67,17 @@ class Scaffold:
 
     @property
     def mutation_name(self) -> str:
-        return (re.sub(r"[^a-z0-9]+", "-", self.function.lower()).strip("-") or "example") + "-returns-none"
+        return (re.sub(r"[^a-z0-9]+", "-", self.function.lower()).strip("-") or "example") + f"-returns-{self.change}"
+
+    @property
+    def effect(self) -> str:
+        """The example mutation in words: `law returns its result negated`."""
+        said = {
+            Change.NEGATED: "returns its result negated",
+            Change.INVERTED: "returns the opposite truth value",
+            Change.NONE: "returns None instead of its result",
+        }[self.change]
+        return f"{self.function} {said}"
 
     @property
     def catalog_file(self) -> str:
@@ -88,7 +106,7 @@ class Scaffold:
             "register(\n"
             "    Mutation(\n"
             f'        "{self.mutation_name}",\n'
-            f'        "{self.function} returns None instead of its result (an example: replace it with a real bug)",\n'
+            f'        "{self.effect} (an example: replace it with a real bug)",\n'
             f"        {self.target_file!r},\n"
             f"        {self.anchor!r},\n"
             f"        {self.replacement!r},\n"
@@ -160,77 +178,25 @@ def _layout(root: Path) -> tuple[str, tuple[str, ...], list[Path]]:
     )
 
 
+def _is_skipped_folder(folder: Path) -> bool:
+    """A folder none of the project's code lives in: hidden, named in _SKIPPED_FOLDERS, or a virtual environment
+    (whatever its name: it holds pyvenv.cfg)."""
+    return folder.name.startswith(".") or folder.name in _SKIPPED_FOLDERS or (folder / "pyvenv.cfg").exists()
+
+
+def walk_project(root: Path) -> Iterator[tuple[Path, list[str], list[str]]]:
+    """`os.walk` over the project's own folders: (folder, subfolders, files), top down. A skipped folder is pruned
+    before it is entered, so an environment or a node_modules inside the project costs one stat, not a walk of
+    thousands of files; the caller may prune `subfolders` further, in place, as with os.walk."""
+    for folder, subfolders, files in os.walk(root):
+        here = Path(folder)
+        subfolders[:] = [name for name in subfolders if not _is_skipped_folder(here / name)]
+        yield here, subfolders, files
+
+
 def _project_files(root: Path) -> list[Path]:
-    """The project's own Python files (source and tests): hidden folders, virtual environments and installed
-    packages left out."""
-    skip = {"site-packages", "node_modules", "__pycache__", "build", "dist"}
-    found = []
-    for path in root.rglob("*.py"):
-        folders = path.relative_to(root).parts[:-1]
-        if any(p.startswith(".") or p in skip for p in folders):
-            continue
-        if any((root.joinpath(*folders[: i + 1]) / "pyvenv.cfg").exists() for i in range(len(folders))):
-            continue
-        found.append(path)
-    return found
-
-
-def _called_name(node: ast.AST) -> str:
-    """`f` for f(...) and obj.f(...), through an `await`; "" for anything else."""
-    node = node.value if isinstance(node, ast.Await) else node
-    if not isinstance(node, ast.Call):
-        return ""
-    return node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
-
-
-def _taken_apart(files: list[Path]) -> set[str]:
-    """The names of functions whose result some caller unpacks (`a, b = f(x)`) or iterates (`for x in f(x)`): an
-    example that makes such a function return None would only crash its callers (a TypeError, reported crashed),
-    never show a gate catching a wrong value."""
-    names: set[str] = set()
-    for path in files:
-        try:
-            tree = ast.parse(path.read_text(errors="replace"))
-        except (SyntaxError, ValueError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Tuple | ast.List) for t in node.targets):
-                names.add(_called_name(node.value))
-            elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
-                names.add(_called_name(node.iter))
-            elif isinstance(node, ast.Starred):
-                names.add(_called_name(node.value))
-    return names - {""}
-
-
-def _example_return(path: Path, avoid: set[str] | None) -> tuple[str, str, str] | None:
-    """(function, anchor, replacement) for the first single-line `return <value>` whose text occurs exactly once
-    in the file, or None. With `avoid`, a function named there (its result is taken apart) and a return of a
-    tuple (`return a, b`: a result made to be taken apart) are passed over."""
-    text = path.read_text()
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return None
-    lines = text.splitlines()
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            continue
-        if avoid is not None and node.name in avoid:
-            continue
-        for statement in ast.walk(node):
-            if not isinstance(statement, ast.Return) or statement.value is None:
-                continue
-            if isinstance(statement.value, ast.Constant) and statement.value.value is None:
-                continue
-            if avoid is not None and isinstance(statement.value, ast.Tuple):
-                continue
-            if statement.lineno != statement.end_lineno:
-                continue
-            anchor = lines[statement.lineno - 1].strip()
-            if anchor.startswith("return ") and text.count(anchor) == 1:
-                return node.name, anchor, "return None"
-    return None
+    """The project's own Python files (source and tests), in `walk_project`'s folders."""
+    return [folder / name for folder, _, files in walk_project(root) for name in files if name.endswith(".py")]
 
 
 def detect(root: Path) -> Scaffold:
@@ -246,25 +212,20 @@ def detect(root: Path) -> Scaffold:
             raise ScaffoldError(f"{pyproject} already has [tool.dflash]; edit it, or remove it to start over")
     layout, roots, candidates = _layout(root)
     candidates.sort(key=lambda p: p.name == "__init__.py")  # a module's code before package glue
-    # A function whose result nobody takes apart first; failing that, any (the example must exist to be replaced).
-    avoid = _taken_apart(_project_files(root))
-    sites = ((path, _example_return(path, avoid)) for path in candidates)
-    fallback = ((path, _example_return(path, None)) for path in candidates)
-    for path, found in itertools.chain(sites, fallback):
-        if found is None:
-            continue
-        rel = PurePosixPath(path.relative_to(root).as_posix())
-        base = rel.parts[1:] if layout == "src" else rel.parts
-        module = ".".join([*base[:-1], *([] if rel.stem == "__init__" else [rel.stem])])
-        top = module.partition(".")[0]
-        catalog = f"{top}_mutations"
-        folders = [root / "src" / r for r in _packages(root / "src")] if layout == "src" else [root / r for r in roots]
-        inits = _namespace_inits(root, [f for f in folders if f.is_dir()])
-        return Scaffold(root, layout, roots, catalog, rel.as_posix(), module, found[0], found[1], found[2], inits)
-    raise ScaffoldError(
-        f"no function with a one-line `return <value>` found under {', '.join(roots)} to write an example mutation "
-        "of: write the catalog by hand (docs: how-to/write-a-mutation.md)"
-    )
+    found = find_example(candidates, _project_files(root))
+    if found is None:
+        raise ScaffoldError(
+            f"no function with a one-line `return <value>` found under {', '.join(roots)} to write an example "
+            "mutation of: write the catalog by hand (docs: how-to/write-a-mutation.md)"
+        )
+    rel = PurePosixPath(found.path.relative_to(root).as_posix())
+    base = rel.parts[1:] if layout == "src" else rel.parts
+    module = ".".join([*base[:-1], *([] if rel.stem == "__init__" else [rel.stem])])
+    catalog = f"{module.partition('.')[0]}_mutations"
+    folders = [root / "src" / r for r in _packages(root / "src")] if layout == "src" else [root / r for r in roots]
+    inits = _namespace_inits(root, [f for f in folders if f.is_dir()])
+    site = (found.function, found.anchor, found.replacement, found.change)
+    return Scaffold(root, layout, roots, catalog, rel.as_posix(), module, *site, namespace_inits=inits)
 
 
 def write(scaffold: Scaffold, table: str | None = None) -> tuple[str, ...]:
