@@ -126,7 +126,7 @@ def init(
 def _next_steps(scaffold: Any, adopted: bool, proposed: Any, green: bool, gate_file: str) -> str:
     """What each next command will do, said as what happens (a verdict is only ever the run's to give)."""
     num_proposed = len(proposed.proposals) if proposed is not None else 0
-    example = f"{scaffold.mutation_name!r} ({scaffold.target_file}: {scaffold.function} returns None)"
+    example = f"{scaffold.mutation_name!r} ({scaffold.target_file}: {scaffold.effect})"
     runs = f"the example {example}" + (
         f" and the {num_proposed} proposals in {scaffold.proposed_catalog}.py" if num_proposed else ""
     )
