@@ -103,6 +103,7 @@ def test_init_writes_statistical_gates_the_proposals_and_next_steps_that_say_wha
     assert "is killed" not in done.output
     assert (
         "runs the example 'scale-returns-negated'" in done.output
+        and ": scale returns its result negated)" in " ".join(done.output.split())
         and "1 proposals in proposed_mutations.py" in done.output
     )
 
