@@ -7,7 +7,7 @@ the harness's secrets out of its reach and out of the reports (`secrets`), the r
 started (`reaper`), the launcher that confines and keeps a command run outside the children (`launch`),
 the inventory and guard that prove the user's tree unchanged (`inventory`, `guard`), and
 the private copies children work in (`private_copy`: which files and copying them; `copies`: one kept for the
-next child).
+next child), and the scratch folders they sit in, removed once their owner is gone (`scratch`).
 The security boundary, readable as one unit: a service the run, `observe` and `sweep` all use, it imports
 nothing of theirs (nor of `verify.config`).
 """

@@ -42,13 +42,12 @@ import platform
 import select
 import shutil
 import signal
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from verify.sandbox import layers, reaper
+from verify.sandbox import layers, reaper, scratch
 
 __all__ = ["HELPERS", "LAYERS", "SWITCH", "NamespaceError", "Namespaces", "enter", "entered", "helpers",
            "private_bytes", "probe", "spent"]  # fmt: skip
@@ -240,7 +239,7 @@ def _probe(switch: str) -> Namespaces:
     if platform.system() != "Linux":
         return Namespaces((), (("all", f"no namespaces on {platform.system()}"),))
     read, write = os.pipe()
-    stage = Path(tempfile.mkdtemp(prefix="dflash-probe-"))  # mounted on in the probe's namespace only
+    stage = scratch.make("dflash-probe-")  # mounted on in the probe's namespace only
     pid = os.fork()
     if pid == 0:
         code = 70

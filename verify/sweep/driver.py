@@ -14,7 +14,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from verify.config.writable import writable_paths
 from verify.report.verdict import Status
 from verify.run.phases import cache
 from verify.sandbox import hardening, launch
+from verify.sandbox import scratch as scratch_folder
 from verify.sandbox.guard import TreeGuard
 from verify.sandbox.private_copy import copy_files, visible_files
 from verify.sweep import equivalents
@@ -257,9 +257,10 @@ def run_sweep(config: SweepConfig, on_progress: ProgressCallback | None = None) 
 
     if not modules:
         return result(SweepOutcome.EMPTY, message="no runner module to sweep")
-    copy = config.workdir or Path(tempfile.mkdtemp(prefix="dflash-sweep-"))
-    scratch = Path(tempfile.mkdtemp(prefix="dflash-sweep-tmp-"))  # the gates' TMPDIR, writable to them
-    watching = tempfile.mkdtemp(prefix="dflash-sweep-watch-")  # the driver's, which no mutant may write
+    # The copy sits beneath the folder that records its owner, so mutmut's tree holds only the project's files.
+    copy = config.workdir or scratch_folder.make("dflash-sweep-") / "project"  # (a killed sweep's go first)
+    scratch = scratch_folder.make("dflash-sweep-tmp-")  # the gates' TMPDIR, writable to them
+    watching = str(scratch_folder.make("dflash-sweep-watch-"))  # the driver's, which no mutant may write
     # The project is inventoried before mutmut starts and after it ends, whatever confinement the kernel gave:
     # a difference voids every verdict (mutmut runs mutants where the sweep cannot tell which one changed it).
     outputs = (copy,) if config.workdir is not None else ()
@@ -286,7 +287,7 @@ def run_sweep(config: SweepConfig, on_progress: ProgressCallback | None = None) 
         shutil.rmtree(scratch, ignore_errors=True)
         shutil.rmtree(watching, ignore_errors=True)
         if config.workdir is None:
-            shutil.rmtree(copy, ignore_errors=True)
+            shutil.rmtree(copy.parent, ignore_errors=True)
 
 
 def _voided(mutant: SweepMutant) -> SweepMutant:

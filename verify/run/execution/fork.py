@@ -27,7 +27,6 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -45,7 +44,7 @@ from verify.run.execution.devices import DevicePool, check_cuda_untouched, child
 from verify.run.execution.jobs import Job, JobResult, JobState
 from verify.run.execution.overtime import GateClock, job_budget
 from verify.run.execution.zygotes import Zygotes
-from verify.sandbox import cgroups, hardening, namespaces, reaper, shm
+from verify.sandbox import cgroups, hardening, namespaces, reaper, scratch, shm
 from verify.sandbox.confine import probe
 from verify.sandbox.copies import CopyPool
 from verify.sandbox.private_copy import adopt_bytecode, compile_sources, copy_files
@@ -129,7 +128,7 @@ class Executor:
     def __enter__(self) -> Executor:
         self._confined = probe().active
         self.groups = cgroups.Groups(cgroups.probe())  # the kernel's ceilings per child, where it has them
-        self._tmp = tempfile.mkdtemp(prefix="dflash-verify-")
+        self._tmp = str(scratch.make("dflash-verify-"))  # and those of runs killed outright, removed
         self.pristine = Path(self._tmp, "pristine").resolve()
         files = project_files(self.config)
         copy_files(self.config.root, files, self.pristine)
