@@ -171,6 +171,7 @@ class Executor:
         running: dict[int, _Running] = {}
         done: dict[str, JobResult] = {}
         self._tried_again.clear()
+        self._again.clear()  # a job an interrupted run meant to try again is not this run's
         last_sample = last_watch = 0.0
         self.warm.want(jobs, num_jobs, self._said)
         try:
