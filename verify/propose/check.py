@@ -86,8 +86,7 @@ def import_failures(root: Path, import_paths: Sequence[str], proposals: Sequence
             raise ProbeError(f"the import probe of the proposals: {'; '.join(guard.errors)}; nothing was written")
         if done is None:
             return {**failures, **{int(item["key"]): "the import probe timed out" for item in items}}
-        if done.returncode == launch.REFUSED and launch.REFUSAL in done.stderr:
-            why = done.stderr.partition(launch.REFUSAL)[2].partition(launch.NOT_RUN)[0].strip()
+        if why := launch.refused(done.returncode, done.stderr):
             raise ProbeError(f"the kernel refused to confine the import probe of the proposals {why}; nothing was "
                              "imported or written")  # fmt: skip
         if not result.is_file():

@@ -41,6 +41,15 @@ _POLL_S = 0.2  # how often orphans that came back are looked for
 _END_S = 10.0  # to end every process beneath the launcher, however deep its chain of forks
 
 
+def refused(exit_status: int, output: str) -> str:
+    """ "(why)" when the launcher ended with `exit_status` because the kernel refused the confinement and said so
+    in `output` (its streams, the command's among them), else "". The last such line counts."""
+    lines = [line for line in output.splitlines() if line.startswith(REFUSAL)]
+    if exit_status != REFUSED or not lines:
+        return ""
+    return lines[-1].removeprefix(REFUSAL).removesuffix(NOT_RUN).strip()
+
+
 class _Ended(Exception):
     """The driver is gone (or asked for the end): every process beneath the launcher is ended now."""
 

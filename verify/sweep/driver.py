@@ -214,9 +214,7 @@ def _run_mutmut(
     if stopped is not None:
         why = "the time budget ran out" if stopped == SweepOutcome.BUDGET else "interrupted"
         return stopped, f"stopped early ({why}); the verdicts reached are kept, the rest are not_checked"
-    refusal = [line for line in lines if line.startswith(launch.REFUSAL)]
-    if process.returncode == launch.REFUSED and refusal:
-        why = refusal[-1].removeprefix(launch.REFUSAL).removesuffix(launch.NOT_RUN).strip()
+    if why := launch.refused(process.returncode, "\n".join(lines)):
         return SweepOutcome.FAILED, f"dflash sweep: the kernel refused to confine mutmut {why}; no mutant was run"
     if process.returncode != 0:
         return SweepOutcome.FAILED, f"mutmut run exited {process.returncode}:\n{tail}"
