@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,3 +160,14 @@ class HostileProject:
 def hostile_project():
     """A factory: `hostile_project(root).write(...)` (HostileProject); the root's parent holds its `shared` folder."""
     return HostileProject
+
+
+def verify_statuses(root: Path, report: Path) -> tuple[int, dict[str, str]]:
+    """`dflash verify --no-cache` on `root` in a process of its own, as a user runs it: its exit code and each
+    mutation's status from the JSON report it wrote at `report`."""
+    done = subprocess.run(
+        [sys.executable, "-m", "verify", "verify", "--project", str(root), "--json", str(report), "--no-cache"],
+        capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}, timeout=600, check=False,
+    )  # fmt: skip
+    assert report.is_file(), done.stdout + done.stderr
+    return done.returncode, {m["name"]: m["status"] for m in json.loads(report.read_text())["mutations"]}

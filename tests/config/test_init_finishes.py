@@ -5,15 +5,12 @@ will happen, never that a mutation "is killed"."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from tests.builders import verify_statuses
 from verify.cli import app
 from verify.compat import tomllib
 from verify.config.catalog import load_mutations
@@ -228,11 +225,4 @@ def test_the_example_is_killed_through_a_caller_that_computes_with_its_result(tm
         "tests/test_ops.py": "from calc.ops import total\n\n\ndef test_total():\n    assert total([1, 2], 3) == 9\n",
     })  # fmt: skip
     assert CliRunner().invoke(app, ["init", "--project", str(root), "--no-check", "--no-propose"]).exit_code == 0
-    report = tmp_path / "report.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "verify", "verify", "--project", str(root), "--json", str(report), "--no-cache"],
-        capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}, timeout=600, check=False,
-    )  # fmt: skip
-    assert report.is_file(), done.stdout + done.stderr
-    statuses = {m["name"]: m["status"] for m in json.loads(report.read_text())["mutations"]}
-    assert (done.returncode, statuses) == (0, {"scale-returns-negated": "killed"})
+    assert verify_statuses(root, tmp_path / "report.json") == (0, {"scale-returns-negated": "killed"})

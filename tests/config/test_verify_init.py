@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.builders import verify_statuses
 from verify.cli import app
 from verify.compat import tomllib
 from verify.config.scaffold import ScaffoldError, detect
@@ -74,13 +75,7 @@ def test_verify_right_after_init_gives_a_real_verdict(tmp_path) -> None:
     assert CliRunner().invoke(app, ["init", "--project", str(root), "--no-check"]).exit_code == 0
 
     def verify() -> tuple[int, dict[str, str]]:
-        report = tmp_path / "report.json"
-        done = subprocess.run(
-            [sys.executable, "-m", "verify", "verify", "--project", str(root), "--json", str(report), "--no-cache"],
-            capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}, timeout=600, check=False,
-        )  # fmt: skip
-        assert report.is_file(), done.stdout + done.stderr
-        return done.returncode, {m["name"]: m["status"] for m in json.loads(report.read_text())["mutations"]}
+        return verify_statuses(root, tmp_path / "report.json")
 
     # The example gate only imports the module: the example mutation survives, and the run says so (exit 1).
     assert verify() == (1, {"scale-returns-negated": "survived"})
