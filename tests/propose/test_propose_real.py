@@ -119,6 +119,22 @@ def test_the_observer_module_is_not_scanned(tmp_path) -> None:
     assert "lookupspec/observe.py" not in source_files(load_config(root))
 
 
+def test_a_flat_project_s_environments_and_builds_are_not_scanned(tmp_path) -> None:
+    from verify.propose.api import source_files
+
+    root = tmp_path / "flat"
+    engine = "def accept(u, p, q):\n    return u * q < p\n"
+    for rel in ("engine.py", "venv/lib/python3.11/site-packages/pkg/core.py", "pyenv/lib/site.py",
+                "build/lib/engine.py", "node_modules/x/gen.py", "pkg/rule.py", "tests/test_rule.py"):  # fmt: skip
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(engine)
+    (root / "pyenv" / "pyvenv.cfg").write_text("home = /usr/bin\n")  # an environment by its marker, any name
+    (root / "pyproject.toml").write_text(
+        '[tool.dflash]\nmutation_modules = ["m"]\nsource_roots = ["."]\ngates = ["tests"]\ngate_marker = ""\n'
+    )
+    assert source_files(load_config(root)) == ["engine.py", "pkg/rule.py"]
+
+
 def test_propose_on_the_lookup_example_writes_a_catalog_that_loads_and_covers_its_own(tmp_path) -> None:
     root = _lookup_copy(tmp_path)
     before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from verify.config.layout import module_name
+from verify.config.scaffold import walk_project
 from verify.config.settings import ProjectConfig
 from verify.propose.check import import_failures
 from verify.propose.edit import BugClass
@@ -60,12 +61,14 @@ def _is_observer(text: str) -> bool:
 def source_files(config: ProjectConfig) -> list[str]:
     """The Python files under the source roots (posix, relative to the root), tests and hidden folders left out, and
     the observer's module (`[tool.dflash] observe`, or any module that defines a class of the observer protocol):
-    it drives the engine for `verify explain`, it is not the engine."""
+    it drives the engine for `verify explain`, it is not the engine. A source root of "." walks the project as
+    `dflash init` does: an environment inside it (`venv/`, any folder with a pyvenv.cfg), `build/`, `dist/` and
+    `node_modules/` are never entered, so no installed package is proposed as the engine."""
     observer = config.observe.partition(":")[0]
     found: set[str] = set()
     for rel in config.source_roots:
         path = config.root / rel
-        candidates = [path] if path.suffix == ".py" else sorted(path.rglob("*.py"))
+        candidates = [path] if path.suffix == ".py" else sorted(_python_files(path))
         for file in candidates:
             parts = file.relative_to(config.root).parts
             if any(p.startswith(".") or p in ("__pycache__", "tests", "test") for p in parts[:-1]):
@@ -78,6 +81,10 @@ def source_files(config: ProjectConfig) -> list[str]:
             if not _is_observer(file.read_text(errors="replace")):
                 found.add(rel)
     return sorted(found)
+
+
+def _python_files(folder: Path) -> list[Path]:
+    return [here / name for here, _, files in walk_project(folder) for name in files if name.endswith(".py")]
 
 
 def propose(
