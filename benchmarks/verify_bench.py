@@ -184,7 +184,8 @@ jobs = 1
 def bench_example_gate_in_child() -> dict:
     """The outside engine's gate-kit gates (examples/lookup-engine) in a mutant's child against plain pytest,
     one child at a time, both at the example's own one thread: what issue 55 found at 4-6x on an outside
-    engine. The plain side is three runs of the example's suite, each gate at its median. The mutation run is `dflash verify --no-cache --no-explain` over the example's catalog."""
+    engine. The plain side is three runs of the example's suite, each gate at its median. The mutation run is
+    `dflash verify --no-cache --no-explain` over the example's catalog."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "lookup-engine"
         shutil.copytree(_EXAMPLE, root, ignore=shutil.ignore_patterns("__pycache__", ".dflash-cache", "mutants"))
