@@ -125,14 +125,16 @@ def test_a_flat_project_s_environments_and_builds_are_not_scanned(tmp_path) -> N
     root = tmp_path / "flat"
     engine = "def accept(u, p, q):\n    return u * q < p\n"
     for rel in ("engine.py", "venv/lib/python3.11/site-packages/pkg/core.py", "pyenv/lib/site.py",
-                "build/lib/engine.py", "node_modules/x/gen.py", "pkg/rule.py", "tests/test_rule.py"):  # fmt: skip
+                "build/lib/engine.py", "node_modules/x/gen.py", "pkg/rule.py", "pkg/env/__init__.py",
+                "pkg/env/step.py", "tests/test_rule.py"):  # fmt: skip
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(engine)
     (root / "pyenv" / "pyvenv.cfg").write_text("home = /usr/bin\n")  # an environment by its marker, any name
     (root / "pyproject.toml").write_text(
         '[tool.dflash]\nmutation_modules = ["m"]\nsource_roots = ["."]\ngates = ["tests"]\ngate_marker = ""\n'
     )
-    assert source_files(load_config(root)) == ["engine.py", "pkg/rule.py"]
+    # A subpackage that happens to bear one of those names is code, and scanned.
+    assert source_files(load_config(root)) == ["engine.py", "pkg/env/__init__.py", "pkg/env/step.py", "pkg/rule.py"]
 
 
 def test_propose_on_the_lookup_example_writes_a_catalog_that_loads_and_covers_its_own(tmp_path) -> None:

@@ -28,7 +28,7 @@ GATE_FILE = f"{GATES}/test_gate_example.py"
 GATE_CONFTEST = f"{GATES}/conftest.py"
 # Folders that hold none of the project's own code: caches, build output, installed packages and environments by
 # their usual names. Hidden folders (.git, .tox, .venv) are known by their dot and an environment of any other name
-# by its pyvenv.cfg (`_is_skipped_folder`).
+# by its pyvenv.cfg; a folder of these names that is a package (its __init__.py) is code (`_is_skipped_folder`).
 _SKIPPED_FOLDERS = frozenset({"__pycache__", "build", "dist", "env", "node_modules", "site-packages", "venv"})
 
 
@@ -179,9 +179,12 @@ def _layout(root: Path) -> tuple[str, tuple[str, ...], list[Path]]:
 
 
 def _is_skipped_folder(folder: Path) -> bool:
-    """A folder none of the project's code lives in: hidden, named in _SKIPPED_FOLDERS, or a virtual environment
-    (whatever its name: it holds pyvenv.cfg)."""
-    return folder.name.startswith(".") or folder.name in _SKIPPED_FOLDERS or (folder / "pyvenv.cfg").exists()
+    """A folder none of the project's code lives in: hidden, a virtual environment (whatever its name: it holds
+    pyvenv.cfg), or named in _SKIPPED_FOLDERS and no package (an engine's own `env` or `build` subpackage, with
+    its `__init__.py`, is code)."""
+    if folder.name.startswith(".") or (folder / "pyvenv.cfg").exists():
+        return True
+    return folder.name in _SKIPPED_FOLDERS and not (folder / "__init__.py").is_file()
 
 
 def walk_project(root: Path) -> Iterator[tuple[Path, list[str], list[str]]]:
