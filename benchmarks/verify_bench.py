@@ -8,7 +8,8 @@ gates in the same order, stopping at the first failure with `-x`) against `--fir
 the naive verdicts checked equal to verify's.
 
 Each run also gives a gate inside a mutant's child against the same gate under plain pytest (`gate_in_child`), and
-the `example` part does the same for examples/lookup-engine's gate-kit gates.
+the `example` part does the same for examples/lookup-engine's gate-kit gates, like for like in control mutants' children
+(brackets around an expression: the same work as plain pytest).
 
 `BENCH_MUTATIONS=a,b` restricts the catalog (for trying the bench itself); `BENCH_VERIFY=first_kill,full,naive,
 example` picks the parts (default all four; the gates always run, they are every ratio's denominator). The docs quote
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -139,17 +141,19 @@ def reruns_of(report_path: Path, gate_s: dict[str, float], first_kill: bool) -> 
     return total / max(1, int(info.settings.get("jobs") or 1))
 
 
-def gate_in_child(report_path: Path, gate_s: dict[str, float]) -> dict[str, float]:
+def gate_in_child(
+    report_path: Path, gate_s: dict[str, float], keep: Callable[[str], bool] = lambda name: True
+) -> dict[str, float]:
     """A gate inside a mutant's child against the same gate under plain pytest (issue 55: at most 1.1x): over
-    the gates that passed in some child (a red gate stops early or runs longer, so it is no like for like), each
-    gate's median time in the children over its plain time; the median of those ratios, and the sum of the
-    medians over the sum of the plain times (the slow gates weigh in)."""
+    the gates that passed in some child of a mutation `keep` names (a red gate stops early or runs longer, so it
+    is no like for like), each gate's median time in the children over its plain time; the median of those
+    ratios, and the sum of the medians over the sum of the plain times (the slow gates weigh in)."""
     from verify.report.json_report import read_report
 
     report, _, _ = read_report(report_path)
     in_child: dict[str, list[float]] = {}
     for result in report.mutations:
-        if result.cached:
+        if result.cached or not keep(result.name):
             continue
         for outcome in result.outcomes:
             if str(outcome.outcome) == "passed" and outcome.gate_id in gate_s and gate_s[outcome.gate_id] > 0:
@@ -179,6 +183,24 @@ statistical_gates = ["{_EXAMPLE_SUITE}::test_acceptance_rule_has_speculative_sam
                      "{_EXAMPLE_SUITE}::test_first_token_follows_the_targets_law"]
 jobs = 1
 """
+# Control mutants, appended to the copy's catalog: each puts brackets around an expression, so its child runs the
+# gates that reach that line doing exactly their plain work. A real mutant that survives may still change a
+# gate's work (a drafter looking one token back lowers acceptance, and the greedy gate then verifies more
+# blocks), so only the controls' children give "the same gate" of the goal. Three anchors reach all five gates
+# between them; three rounds of each give every gate a median of three children.
+_CONTROL_ANCHORS = (
+    ("lookupspec/model.py", "self.keys[self.length : end] = keys", "self.keys[self.length : end] = (keys)"),
+    ("lookupspec/accept.py", "ratio = p[i, x] / q[i, x]", "ratio = (p[i, x] / q[i, x])"),
+    ("lookupspec/drafter.py", "context = tokens[-self.n :]", "context = (tokens[-self.n :])"),
+)
+_CONTROL_ROUNDS = 3
+_CONTROL_PREFIX = "bench-control-"
+_CONTROLS = "\n\nfrom verify import Mutation as _BenchMutation  # noqa: E402\n\nregister(\n" + "".join(
+    f"    _BenchMutation(name={_CONTROL_PREFIX + str(k) + '-' + str(n)!r}, bug_class='none: a control (brackets)', "
+    f"file={file!r}, anchor={anchor!r}, replacement={replacement!r}),\n"
+    for k, (file, anchor, replacement) in enumerate(_CONTROL_ANCHORS)
+    for n in range(_CONTROL_ROUNDS)
+) + ")\n"
 
 
 def bench_example_gate_in_child() -> dict:
@@ -191,6 +213,8 @@ def bench_example_gate_in_child() -> dict:
         shutil.copytree(_EXAMPLE, root, ignore=shutil.ignore_patterns("__pycache__", ".dflash-cache", "mutants"))
         pyproject = root / "pyproject.toml"
         pyproject.write_text(pyproject.read_text() + _EXAMPLE_TABLE)
+        catalog = root / "engine_mutations.py"
+        catalog.write_text(catalog.read_text() + _CONTROLS)
         # Three plain runs, each gate at its median (as the repository's gates are): one run's time of a
         # gate under a second is the noise of that moment, and it is every ratio's denominator.
         plain_runs, gate_s = [], []
@@ -209,12 +233,17 @@ def bench_example_gate_in_child() -> dict:
         start = time.perf_counter()
         subprocess.run(command, cwd=root, capture_output=True, check=False)
         verify_s = time.perf_counter() - start
-        child = gate_in_child(out, _median_times(gate_s)) if gate_s and out.is_file() else {}
+        plain, compared = _median_times(gate_s), gate_s and out.is_file()
+        control = gate_in_child(out, plain, lambda name: name.startswith(_CONTROL_PREFIX)) if compared else {}
+        survivors = gate_in_child(out, plain, lambda name: not name.startswith(_CONTROL_PREFIX)) if compared else {}
     figures: dict = {"example_plain_suite_s": plain_s, "example_verify_s": verify_s}
-    if child:
-        figures["example_gate_in_child_gates"] = int(child["gates_compared"])
-        figures["example_gate_in_child_over_plain_median"] = child["median_ratio"]
-        figures["example_gate_in_child_over_plain_sum"] = child["sum_ratio"]
+    if control:
+        figures["example_gate_in_child_gates"] = int(control["gates_compared"])
+        figures["example_gate_in_child_over_plain_median"] = control["median_ratio"]
+        figures["example_gate_in_child_over_plain_sum"] = control["sum_ratio"]
+    if survivors:  # the real mutants' passing gates: the figure before the controls, work changes and all
+        figures["example_gate_in_mutants_child_over_plain_median"] = survivors["median_ratio"]
+        figures["example_gate_in_mutants_child_over_plain_sum"] = survivors["sum_ratio"]
     return figures
 
 
