@@ -195,12 +195,16 @@ _CONTROL_ANCHORS = (
 )
 _CONTROL_ROUNDS = 3
 _CONTROL_PREFIX = "bench-control-"
-_CONTROLS = "\n\nfrom verify import Mutation as _BenchMutation  # noqa: E402\n\nregister(\n" + "".join(
-    f"    _BenchMutation(name={_CONTROL_PREFIX + str(k) + '-' + str(n)!r}, bug_class='none: a control (brackets)', "
-    f"file={file!r}, anchor={anchor!r}, replacement={replacement!r}),\n"
-    for k, (file, anchor, replacement) in enumerate(_CONTROL_ANCHORS)
-    for n in range(_CONTROL_ROUNDS)
-) + ")\n"
+_CONTROLS = (
+    "\n\nfrom verify import Mutation as _BenchMutation  # noqa: E402\n\nregister(\n"
+    + "".join(
+        f"    _BenchMutation(name={_CONTROL_PREFIX + str(k) + '-' + str(n)!r}, bug_class='none: a control (brackets)', "
+        f"file={file!r}, anchor={anchor!r}, replacement={replacement!r}),\n"
+        for k, (file, anchor, replacement) in enumerate(_CONTROL_ANCHORS)
+        for n in range(_CONTROL_ROUNDS)
+    )
+    + ")\n"
+)
 
 
 def bench_example_gate_in_child() -> dict:
