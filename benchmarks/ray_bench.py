@@ -28,7 +28,11 @@ def _names() -> list[str]:
 
 
 def _verify(prefix: list[str], extra: list[str]) -> tuple[float, dict, str]:
-    out = Path(tempfile.mkdtemp()) / "verify.json"
+    with tempfile.TemporaryDirectory() as tmp:
+        return _verify_into(Path(tmp) / "verify.json", prefix, extra)
+
+
+def _verify_into(out: Path, prefix: list[str], extra: list[str]) -> tuple[float, dict, str]:
     command = [*prefix, sys.executable, "-m", "verify", "verify", "--no-cache", "--first-kill", "--jobs", str(JOBS)]
     command += ["--json", str(out), *extra, *(arg for name in _names() for arg in ("-m", name))]
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}

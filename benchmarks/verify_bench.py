@@ -70,7 +70,9 @@ def baseline_gates_s(gate_s: list[dict[str, float]] | None = None) -> float:
 
 
 def run_verify(jobs: int, first_kill: bool = True, out: Path | None = None) -> tuple[float, dict]:
-    out = out or Path(tempfile.mkdtemp()) / "verify.json"
+    if out is None:  # a report nobody reads again: written to a folder removed once it is read
+        with tempfile.TemporaryDirectory() as tmp:
+            return run_verify(jobs, first_kill, Path(tmp) / "verify.json")
     command = [sys.executable, "-m", "verify", "verify", "--no-cache", "--jobs", str(jobs), "--json", str(out)]
     command += ["--first-kill"] if first_kill else []
     for name in _names():
@@ -258,7 +260,13 @@ def _median_times(runs: list[dict[str, float]]) -> dict[str, float]:
 
 
 def bench_verify() -> dict:
-    """The cost block (gates, first-kill, full matrix, floor, ratios), then the naive comparison."""
+    """The cost block (gates, first-kill, full matrix, floor, ratios), then the naive comparison; the runs'
+    reports in a scratch folder removed at the end."""
+    with tempfile.TemporaryDirectory() as tmp:
+        return _bench_verify(Path(tmp))
+
+
+def _bench_verify(scratch: Path) -> dict:
     parts, load_at_start = _parts(), _loadavg()
     # The denominator of every ratio: the median of three plain runs of the gates spread over the bench (one
     # before each verify run, one at the end), so one noisy moment moves neither it nor a ratio much.
@@ -266,14 +274,14 @@ def bench_verify() -> dict:
     gate_runs = [baseline_gates_s(gate_s)]
     figures: dict = {}
     first_kill: tuple[float, dict] | None = None
-    first_kill_out = Path(tempfile.mkdtemp()) / "first_kill.json"
+    first_kill_out = scratch / "first_kill.json"
     if "first_kill" in parts:
         first_kill = run_verify(2, out=first_kill_out)
         figures["first_kill_jobs2_s"], report = first_kill
         figures["num_mutations"], figures["score"] = len(report["mutations"]), report["score"]
         gate_runs.append(baseline_gates_s(gate_s))
     if "full" in parts:
-        out = Path(tempfile.mkdtemp()) / "full.json"
+        out = scratch / "full.json"
         full_s, full = run_verify(2, first_kill=False, out=out)
         figures["full_matrix_jobs2_s"] = full_s
         full_out = out
